@@ -1,0 +1,33 @@
+"""pyg_dist: distributed mini-batch GNN training for PyTorch Geometric.
+
+Public entry points are re-exported here lazily so ``import pyg_dist`` stays cheap and side-effect free.
+"""
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    # name: module that defines it
+    "NeighborSampler": "pyg_dist.sampler.neighbor",
+    "NeighborLoader": "pyg_dist.loader.node_loader",
+    "LinkNeighborLoader": "pyg_dist.loader.link_loader",
+    "synthetic_graph": "pyg_dist.datasets.synthetic",
+    "load_planetoid": "pyg_dist.datasets.planetoid",
+    "PyGDistError": "pyg_dist.errors",
+    "InvalidArgumentError": "pyg_dist.errors",
+    "PartitionFormatError": "pyg_dist.errors",
+    "RemoteCallError": "pyg_dist.errors",
+    "NotInitializedError": "pyg_dist.errors",
+    "RpcTimeoutError": "pyg_dist.errors",
+}
+
+__all__ = sorted(_LAZY) + ["__version__"]
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pyg_dist' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

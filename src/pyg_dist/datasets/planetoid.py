@@ -1,0 +1,60 @@
+"""Offline Planetoid (Cora / CiteSeer / PubMed) loading without writing next to the input."""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Optional, Union
+
+from pyg_dist.errors import InvalidArgumentError
+
+_NAMES = {"cora": "Cora", "citeseer": "CiteSeer", "pubmed": "PubMed"}
+
+
+def shared_data_root() -> Path:
+    """The folder holding shared real data: ``$PYG_DIST_DATA``, else ``<repo>/../shared/data``."""
+    env = os.environ.get("PYG_DIST_DATA")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[3].parent / "shared" / "data"
+
+
+def _raw_dir(root: Path, name: str) -> Optional[Path]:
+    for cand in (root / name / "raw", root / "planetoid" / name / "raw", root / name.lower() / "raw"):
+        if cand.is_dir() and any(cand.iterdir()):
+            return cand
+    return None
+
+
+def load_planetoid(name: str, root: Union[str, Path, None] = None):
+    """Loads a Planetoid graph from raw files already on disk (no download).
+
+    PyG's ``Planetoid`` writes ``processed/`` next to ``raw/``; this copies the raw folder to a
+    temporary directory first, so a read-only or shared input stays untouched.
+
+    Args:
+        name: ``"cora"``, ``"citeseer"`` or ``"pubmed"`` (any case).
+        root: A folder holding ``<Name>/raw`` or ``planetoid/<Name>/raw``. Defaults to
+            :func:`shared_data_root`.
+
+    Returns:
+        A ``torch_geometric.data.Data`` with ``x``, ``y``, ``edge_index`` and the split masks.
+
+    Example:
+        >>> data = load_planetoid("cora", "../shared/data/planetoid")  # doctest: +SKIP
+    """
+    from torch_geometric.datasets import Planetoid
+
+    canonical = _NAMES.get(str(name).lower())
+    if canonical is None:
+        raise InvalidArgumentError("load_planetoid", "name", name, f"one of {sorted(_NAMES)}")
+    root = Path(root) if root is not None else shared_data_root()
+    raw = _raw_dir(root, canonical)
+    if raw is None:
+        raise FileNotFoundError(f"load_planetoid: no raw files for {canonical!r} under root={str(root)!r} "
+                                f"(looked for {canonical}/raw and planetoid/{canonical}/raw)")
+    with tempfile.TemporaryDirectory(prefix="pyg_dist_planetoid_") as tmp:
+        shutil.copytree(raw, Path(tmp) / canonical / "raw")
+        data = Planetoid(tmp, canonical)[0]
+    return data

@@ -1,0 +1,60 @@
+"""The exceptions pyg_dist raises. All derive from :class:`PyGDistError`."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+
+class PyGDistError(Exception):
+    """Base class of every pyg_dist error."""
+
+
+class InvalidArgumentError(PyGDistError, ValueError):
+    """A user-supplied argument has a wrong value; the message names the argument and the value."""
+
+    def __init__(self, where: str, name: str, value: Any, expected: str):
+        self.where, self.name, self.value, self.expected = where, name, value, expected
+        shown = repr(value)
+        if len(shown) > 200:
+            shown = shown[:200] + "..."
+        super().__init__(f"{where}: argument '{name}' got {shown}; expected {expected}")
+
+
+class PartitionFormatError(PyGDistError, ValueError):
+    """A partition folder is missing, incomplete, corrupt, or does not match the world."""
+
+    def __init__(self, path: Any, problem: str):
+        self.path, self.problem = str(path), problem
+        super().__init__(f"partition format error in '{path}': {problem}")
+
+
+class RemoteCallError(PyGDistError, RuntimeError):
+    """A remote call failed on its callee; carries the op, partition, rank and remote traceback."""
+
+    def __init__(self, op: str, partition: Optional[int], rank: Optional[int], remote_traceback: str):
+        self.op, self.partition, self.rank = op, partition, rank
+        self.remote_traceback = remote_traceback
+        super().__init__(f"remote call '{op}' to partition {partition} (rpc rank {rank}) failed:\n"
+                         f"{remote_traceback}")
+
+
+class NotInitializedError(PyGDistError, RuntimeError):
+    """A distributed facility was used before it was initialised (or after shutdown)."""
+
+
+class RpcTimeoutError(PyGDistError, TimeoutError):
+    """A remote call or a rendezvous did not complete within its timeout."""
+
+
+def check_positive_int(where: str, name: str, value: Any, allow_zero: bool = False) -> int:
+    """Returns ``value`` as int, or raises :class:`InvalidArgumentError` naming ``name``."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and (value >= 0 if allow_zero else value > 0)
+    if not ok:
+        raise InvalidArgumentError(where, name, value, "a non-negative int" if allow_zero else "a positive int")
+    return int(value)
+
+
+def check_choice(where: str, name: str, value: Any, choices) -> Any:
+    """Returns ``value`` if it is one of ``choices``, else raises :class:`InvalidArgumentError`."""
+    if value not in choices:
+        raise InvalidArgumentError(where, name, value, f"one of {sorted(map(str, choices))}")
+    return value
