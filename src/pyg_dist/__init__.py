@@ -14,6 +14,7 @@ _LAZY = {
     "NeighborLoader": "pyg_dist.loader.node_loader",
     "LinkNeighborLoader": "pyg_dist.loader.link_loader",
     "synthetic_graph": "pyg_dist.datasets.synthetic",
+    "DistContext": "pyg_dist.context",
     "load_planetoid": "pyg_dist.datasets.planetoid",
     "PyGDistError": "pyg_dist.errors",
     "InvalidArgumentError": "pyg_dist.errors",

@@ -1,0 +1,112 @@
+"""How a member leaves an RPC world without hanging and without tripping up the others.
+
+Three pieces, used by :func:`pyg_dist.rpc.shutdown_rpc`:
+
+1. **Arrival barrier** (over RPC): wait until every member has entered ``shutdown_rpc``, so nobody
+   tears down a server that a peer still calls. Late live members are waited for; a dead member
+   resets its connection and fails the barrier at the next poll (about a second).
+2. **torch's graceful shutdown**, now quick since everybody is there.
+3. **Store host lingers** (``tcp://`` worlds): RPC rank 0 hosts the rendezvous store that torch's
+   shutdown still uses; it waits until every other member reports "left" in that store before
+   returning, so a fast-exiting rank 0 cannot break the others' shutdown ("connection reset").
+
+The store server on ``rpc_port`` is created and owned here (torch's rendezvous reuses it: it is a
+multi-tenant ``TCPStore``), so it lives as long as the process and re-initialising on the same port
+works.
+"""
+from __future__ import annotations
+
+import os
+import time
+from datetime import timedelta
+from typing import Any, Dict, Optional, Tuple
+
+from ..context import DistContext
+
+_LEFT_KEY = "pyg_dist/rpc_left"
+# (pid, port) -> the TCPStore server this process hosts for RPC rendezvous on that port.
+_HOSTED: Dict[Tuple[int, int], Any] = {}
+
+
+def _new_store(ctx: DistContext, is_master: bool, timeout: float):
+    import torch.distributed as dist
+
+    return dist.TCPStore(ctx.master_addr, ctx.rpc_port, None, is_master=is_master,
+                         timeout=timedelta(seconds=timeout), wait_for_workers=False, multi_tenant=True)
+
+
+def is_hosting(ctx: DistContext) -> bool:
+    """True when this process already hosts the store server on ``ctx.rpc_port``."""
+    return (os.getpid(), ctx.rpc_port) in _HOSTED
+
+
+def host_store(ctx: DistContext, timeout: float) -> None:
+    """Starts (once per process and port) the rendezvous store server that torch's init reuses."""
+    key = (os.getpid(), ctx.rpc_port)
+    if key not in _HOSTED:
+        _HOSTED[key] = _new_store(ctx, True, timeout)
+
+
+def has_arrived() -> bool:
+    """Runs on a peer (shipped by reference): has that process entered ``shutdown_rpc``?"""
+    from . import runtime
+
+    state = runtime._live_state()
+    return state is not None and state.leaving
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "timeout" in text or "timed out" in text
+
+
+def arrival_barrier(rpc, ctx: DistContext, timeout: float) -> Optional[str]:
+    """Waits until every member entered ``shutdown_rpc``; returns None, or what went wrong."""
+    pending = [r for r in range(ctx.rpc_world_size) if r != ctx.rpc_rank]
+    deadline, delay = time.monotonic() + timeout, 0.02
+    while pending:
+        ping = max(1.0, min(10.0, deadline - time.monotonic()))
+        futs = {r: rpc.rpc_async(ctx.worker_name(r), has_arrived, timeout=ping) for r in pending}
+        late, lost = [], []
+        for r, fut in futs.items():
+            try:
+                arrived = fut.wait()
+            except Exception as exc:  # noqa: BLE001 -- classified: timeout = busy, else = gone
+                if not _is_timeout(exc):
+                    text = str(exc).strip()
+                    lost.append(f"{ctx.worker_name(r)} (rpc rank {r}): {text.splitlines()[0] if text else exc!r}")
+                arrived = False
+            if not arrived:
+                late.append(r)
+        if lost:
+            return "unreachable members (dead, or shut down after their own failure): " + "; ".join(lost)
+        pending = late
+        if pending and time.monotonic() > deadline:
+            return f"members with rpc ranks {pending} did not reach shutdown_rpc within {timeout:g} s"
+        if pending:
+            time.sleep(delay)
+            delay = min(2 * delay, 1.0)
+    return None
+
+
+def report_left_or_linger(ctx: DistContext, timeout: float) -> Optional[str]:
+    """After a graceful shutdown of a ``tcp://`` world: members report "left"; the host waits for all.
+
+    Returns None, or what went wrong.
+    """
+    if not ctx.rpc_init_method.startswith("tcp://") or ctx.rpc_world_size == 1:
+        return None  # env:// worlds: torchrun's agent owns the store and outlives every rank
+    try:
+        if not ctx.hosts_rpc_store:
+            _new_store(ctx, False, timeout).add(_LEFT_KEY, 1)
+            return None
+        store = _HOSTED[(os.getpid(), ctx.rpc_port)]
+        deadline = time.monotonic() + timeout
+        while store.add(_LEFT_KEY, 0) < ctx.rpc_world_size - 1:
+            if time.monotonic() > deadline:
+                return f"not every member confirmed leaving within {timeout:g} s"
+            time.sleep(0.02)
+        store.delete_key(_LEFT_KEY)  # the next world on this port counts from zero
+        return None
+    except Exception as exc:  # noqa: BLE001 -- reported by shutdown_rpc as a PyGDistError
+        return f"leave handshake through the store at {ctx.master_addr}:{ctx.rpc_port} failed: {exc}"

@@ -1,0 +1,237 @@
+"""Test helpers. Process worlds: :func:`free_port` and :func:`spawn_world`.
+
+``spawn_world(n, fn, *args)`` starts ``n`` fresh Python processes on 127.0.0.1 with torchrun's
+environment (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``,
+``MASTER_PORT``) plus a free ``PYG_DIST_RPC_PORT``, runs ``fn(rank, world_size, *args)`` in each, and
+returns the per-rank return values. Each rank logs to its own file; on the first failure (an exception,
+a non-zero exit, a signal) or on timeout every rank is killed, with its whole process group, and the
+failure is re-raised with its rank, its traceback and the tail of its log.
+
+``fn`` and ``args`` are pickled: ``fn`` must be a module-level function of an importable module (a test
+module works: the child gets the parent's ``sys.path``).
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
+
+from .errors import InvalidArgumentError, PyGDistError, check_positive_int
+
+_LOG_TAIL = 4000
+
+
+class RankFailedError(PyGDistError, RuntimeError):
+    """A rank of a spawned world failed; carries its rank, traceback (or exit status) and log."""
+
+    def __init__(self, rank: int, problem: str, log_path: str, log_tail: str):
+        self.rank, self.problem, self.log_path, self.log_tail = rank, problem, log_path, log_tail
+        super().__init__(f"rank {rank} failed: {problem}\n--- tail of {log_path} ---\n{log_tail}")
+
+
+class WorldTimeoutError(PyGDistError, TimeoutError):
+    """A spawned world did not finish in time; every rank was killed."""
+
+    def __init__(self, timeout: float, pending: List[int], logs: Dict[int, str]):
+        self.timeout, self.pending = timeout, pending
+        tails = "\n".join(f"--- rank {r} ---\n{t}" for r, t in logs.items())
+        super().__init__(f"world did not finish within {timeout:g} s; ranks {pending} still running "
+                         f"(all killed)\n{tails}")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago (bind to port 0 and release it)."""
+    return free_ports(1, host)[0]
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> List[int]:
+    """``count`` distinct TCP ports that were free a moment ago."""
+    socks = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind((host, 0))
+            socks.append(sock)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def _tail(path: str) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - _LOG_TAIL))
+            return fh.read().decode("utf-8", "replace")
+    except OSError as exc:
+        return f"<log unreadable: {exc}>"
+
+
+def _rank_env(rank: int, world_size: int, ports: List[int], extra: Optional[Mapping[str, str]]) -> Dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHELASTIC_")}
+    env.update({
+        "RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": str(rank),
+        "LOCAL_WORLD_SIZE": str(world_size), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(ports[0]),
+        "PYG_DIST_RPC_PORT": str(ports[1]), "TP_SOCKET_IFNAME": "lo", "GLOO_SOCKET_IFNAME": "lo",
+        "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", "1"), "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+    })
+    env.update(extra or {})
+    return env
+
+
+def _kill_all(procs: Dict[int, subprocess.Popen]) -> None:
+    for proc in procs.values():
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # the rank and anything it started
+            except (ProcessLookupError, PermissionError):
+                pass
+    for proc in procs.values():
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def _outcome(rank: int, proc: subprocess.Popen, result_path: str):
+    """(ok, value_or_problem) for a finished rank."""
+    try:
+        with open(result_path, "rb") as fh:
+            status, value = pickle.load(fh)
+    except (OSError, EOFError, pickle.UnpicklingError):
+        status, value = "error", f"exited with status {proc.returncode} without reporting a result"
+        if proc.returncode is not None and proc.returncode < 0:
+            value = f"killed by signal {signal.Signals(-proc.returncode).name}"
+    if status == "ok" and proc.returncode != 0:
+        return False, f"returned, then exited with status {proc.returncode}"
+    return status == "ok", value
+
+
+def spawn_world(world_size: int, fn: Callable[..., Any], *args: Any, timeout: float = 120.0,
+                env: Optional[Mapping[str, str]] = None, may_die: Iterable[int] = (),
+                log_dir: Optional[str] = None) -> List[Any]:
+    """Runs ``fn(rank, world_size, *args)`` in ``world_size`` fresh processes; returns their results.
+
+    Args:
+        world_size: Number of ranks.
+        fn: Module-level function; its return value must be picklable.
+        *args: Extra picklable arguments for ``fn``.
+        timeout: Seconds for the whole world; then every rank is killed.
+        env: Extra environment variables for every rank (override the defaults).
+        may_die: Ranks allowed to die or fail (their result is ``None``); the others still must succeed.
+        log_dir: Where the per-rank logs go (default: a temporary folder, removed on success).
+
+    Raises:
+        RankFailedError: the first rank (not in ``may_die``) to fail, with traceback and log tail.
+        WorldTimeoutError: ``timeout`` passed; names the ranks still running.
+
+    Example:
+        >>> # in my_tests.py: def add_rank(rank, world_size, base): return base + rank
+        >>> spawn_world(2, my_tests.add_rank, 10, timeout=60)   # doctest: +SKIP
+        [10, 11]
+    """
+    check_positive_int("spawn_world", "world_size", world_size)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise InvalidArgumentError("spawn_world", "timeout", timeout, "a positive number of seconds")
+    try:
+        pickle.dumps((fn, args))
+    except Exception as exc:  # noqa: BLE001 -- lambdas, local functions, unpicklable args
+        raise InvalidArgumentError("spawn_world", "fn/args", (fn, args),
+                                   f"a module-level function and picklable arguments ({exc})") from exc
+    may_die = set(may_die)
+    own_dir = log_dir is None
+    log_dir = tempfile.mkdtemp(prefix="pyg_dist_world_") if own_dir else log_dir
+    os.makedirs(log_dir, exist_ok=True)
+    ports = free_ports(2)
+    procs: Dict[int, subprocess.Popen] = {}
+    try:
+        for rank in range(world_size):
+            procs[rank] = _start_rank(rank, world_size, fn, args, log_dir, _rank_env(rank, world_size, ports, env))
+        results = _supervise(procs, log_dir, timeout, may_die)
+    finally:
+        _kill_all(procs)
+    if own_dir:
+        shutil.rmtree(log_dir, ignore_errors=True)
+    return results
+
+
+def _paths(log_dir: str, rank: int):
+    return (os.path.join(log_dir, f"rank{rank}.job"), os.path.join(log_dir, f"rank{rank}.result"),
+            os.path.join(log_dir, f"rank{rank}.log"))
+
+
+def _start_rank(rank: int, world_size: int, fn, args, log_dir: str, env: Dict[str, str]) -> subprocess.Popen:
+    job, result, log = _paths(log_dir, rank)
+    with open(job, "wb") as fh:
+        pickle.dump((fn, rank, world_size, args, result), fh)
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-c", "import sys; from pyg_dist.testing import _rank_main; _rank_main(sys.argv[1])",
+             job], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            start_new_session=True)
+
+
+def _supervise(procs: Dict[int, subprocess.Popen], log_dir: str, timeout: float, may_die: set) -> List[Any]:
+    deadline = time.monotonic() + timeout
+    results: Dict[int, Any] = {}
+    while len(results) < len(procs):
+        for rank, proc in procs.items():
+            if rank in results or proc.poll() is None:
+                continue
+            ok, value = _outcome(rank, proc, _paths(log_dir, rank)[1])
+            if not ok and rank not in may_die:
+                log = _paths(log_dir, rank)[2]
+                raise RankFailedError(rank, value, log, _tail(log))
+            results[rank] = value if ok else None
+        if len(results) == len(procs):
+            break
+        if time.monotonic() > deadline:
+            pending = [r for r in procs if r not in results]
+            raise WorldTimeoutError(timeout, pending, {r: _tail(_paths(log_dir, r)[2]) for r in pending})
+        time.sleep(0.05)
+    return [results[r] for r in sorted(procs)]
+
+
+def _die_with_parent() -> None:
+    """Linux: ask the kernel to SIGKILL this process if its parent (the test) dies."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _rank_main(job_path: str) -> None:
+    """Entry point of a spawned rank (see :func:`spawn_world`)."""
+    _die_with_parent()
+    with open(job_path, "rb") as fh:
+        fn, rank, world_size, args, result_path = pickle.load(fh)
+    try:
+        outcome = ("ok", fn(rank, world_size, *args))
+    except BaseException:  # noqa: BLE001 -- reported to the parent with the traceback
+        outcome = ("error", traceback.format_exc())
+        traceback.print_exc()
+    tmp = result_path + ".tmp"
+    try:
+        with open(tmp, "wb") as fh:
+            pickle.dump(outcome, fh)
+    except Exception:  # noqa: BLE001 -- an unpicklable result is a failure of the rank
+        outcome = ("error", f"result of rank {rank} is not picklable:\n{traceback.format_exc()}")
+        with open(tmp, "wb") as fh:
+            pickle.dump(outcome, fh)
+    os.replace(tmp, result_path)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0 if outcome[0] == "ok" else 1)
