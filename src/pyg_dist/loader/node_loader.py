@@ -1,0 +1,79 @@
+"""``NeighborLoader``: PyG's node-level neighbour loader, driven by pyg_dist's own sampler.
+
+It subclasses PyG's ``NodeLoader`` and takes exactly the arguments of
+``torch_geometric.loader.NeighborLoader``, so an existing script works by changing its import; the
+sampling runs on :class:`pyg_dist.sampler.neighbor.NeighborSampler` (no pyg-lib / torch-sparse needed)
+and PyG's ``filter_fn`` builds the ``Data`` / ``HeteroData`` batches.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Union
+
+from torch import Tensor
+from torch_geometric.loader import NodeLoader
+
+from pyg_dist.loader import _checks
+
+_WHERE = "NeighborLoader"
+
+
+class NeighborLoader(NodeLoader):
+    """Mini-batches of sampled neighbourhoods around seed nodes (PyG's ``NeighborLoader`` semantics).
+
+    Args:
+        data: A ``Data`` or ``HeteroData`` (or anything ``neighbor_sampler`` understands).
+        num_neighbors: Neighbours per hop, e.g. ``[10, 5]``; ``-1`` takes all. A dict per edge type
+            for heterogeneous graphs.
+        input_nodes: Seeds: ``None`` (all nodes), ids, a bool mask; for ``HeteroData`` a node type or
+            ``(node_type, ids_or_mask)``.
+        input_time: Per-seed time bounds (needs ``time_attr``).
+        replace: Sample with replacement.
+        subgraph_type: ``"directional"`` or ``"bidirectional"`` (``"induced"`` is not supported and
+            raises :class:`~pyg_dist.errors.InvalidArgumentError`).
+        disjoint: Give every seed its own subgraph (``batch`` tells which).
+        temporal_strategy: ``"uniform"`` or ``"last"``.
+        time_attr: Name of the node (or edge) time attribute; enables temporal sampling.
+        weight_attr: Name of the edge weight attribute for biased sampling.
+        transform: Applied to every batch.
+        transform_sampler_output: Applied to every ``SamplerOutput``.
+        is_sorted: Whether ``edge_index`` is already sorted by column.
+        filter_per_worker: Build batches inside the workers (PyG's default logic when ``None``).
+        neighbor_sampler: A ready sampler; the sampling arguments above are then ignored.
+        directed: Deprecated PyG argument, passed through.
+        **kwargs: ``torch.utils.data.DataLoader`` arguments (``batch_size``, ``shuffle``,
+            ``num_workers``, ``multiprocessing_context``, ...).
+
+    Example:
+        >>> import pyg_dist
+        >>> data = pyg_dist.synthetic_graph(500, 6, num_features=8)
+        >>> loader = pyg_dist.NeighborLoader(data, [5, 3], input_nodes=data.train_mask, batch_size=64)
+        >>> batch = next(iter(loader))
+        >>> batch.batch_size
+        64
+    """
+
+    def __init__(self, data: Any, num_neighbors: Union[List[int], Dict[Any, List[int]]],
+                 input_nodes: Any = None, input_time: Optional[Tensor] = None, replace: bool = False,
+                 subgraph_type: str = "directional", disjoint: bool = False,
+                 temporal_strategy: str = "uniform", time_attr: Optional[str] = None,
+                 weight_attr: Optional[str] = None, transform: Optional[Callable] = None,
+                 transform_sampler_output: Optional[Callable] = None, is_sorted: bool = False,
+                 filter_per_worker: Optional[bool] = None, neighbor_sampler: Any = None,
+                 directed: bool = True, **kwargs):
+        _checks.check_data(_WHERE, data, neighbor_sampler is not None)
+        _checks.check_loader_kwargs(_WHERE, kwargs)
+        if neighbor_sampler is None:
+            _checks.check_num_neighbors(_WHERE, num_neighbors)
+        num_seeds = _checks.check_input_nodes(_WHERE, data, input_nodes)
+        _checks.check_time_args(_WHERE, "input_time", input_time, time_attr, both=False)
+        _checks.check_aligned(_WHERE, "input_time", input_time, num_seeds)
+        if neighbor_sampler is None:
+            from pyg_dist.sampler.neighbor import NeighborSampler
+            neighbor_sampler = NeighborSampler(
+                data, num_neighbors, subgraph_type=subgraph_type, replace=replace, disjoint=disjoint,
+                temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
+                is_sorted=is_sorted, share_memory=kwargs.get("num_workers", 0) > 0, directed=directed)
+        super().__init__(data=data, node_sampler=neighbor_sampler, input_nodes=input_nodes,
+                         input_time=input_time, transform=transform,
+                         transform_sampler_output=transform_sampler_output,
+                         filter_per_worker=filter_per_worker, **kwargs)

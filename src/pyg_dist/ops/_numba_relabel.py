@@ -1,0 +1,73 @@
+"""Numba relabel kernels (CPU, sequential: first-seen order is inherently ordered).
+
+``relabel_dense`` maps global ids through a dense per-type scratch array (``-1`` = unseen) that the
+caller resets at the touched entries afterwards. ``relabel_hash`` keys on ``batch * num_nodes + id``
+(disjoint subgraphs) in an open-addressing table of ``2**bits`` slots (``-1`` = empty) that the
+caller keeps at most half full.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from pyg_dist.ops._numba_sample import _AHEAD, _prefetch
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+@njit(cache=True, nogil=True)
+def relabel_dense(nbr, mapping, nodes, n, out):
+    """Writes the local index of every ``nbr`` to ``out``; unseen ids are appended to ``nodes[n:]``.
+
+    Returns the new node count.
+    """
+    m = nbr.shape[0]
+    for j in range(m):
+        if j + _AHEAD < m:
+            _prefetch(mapping, nbr[j + _AHEAD])
+        g = nbr[j]
+        loc = np.int64(mapping[g])
+        if loc < 0:
+            loc = n
+            mapping[g] = n
+            nodes[n] = g
+            n += 1
+        out[j] = loc
+    return n
+
+
+@njit(cache=True, nogil=True)
+def relabel_hash(nbr, nbr_batch, num_nodes, keys, vals, bits, nodes, batch, n, out):
+    """Like :func:`relabel_dense` but per ``(batch, id)`` pair; appends to ``nodes`` and ``batch``."""
+    mask = keys.shape[0] - 1
+    shift = np.uint64(64 - bits)
+    for j in range(nbr.shape[0]):
+        g = nbr[j]
+        b = nbr_batch[j]
+        key = b * num_nodes + g
+        h = np.int64((np.uint64(key) * _GOLDEN) >> shift)
+        while True:
+            cur = keys[h]
+            if cur == key:
+                loc = vals[h]
+                break
+            if cur == -1:
+                keys[h] = key
+                vals[h] = n
+                nodes[n] = g
+                batch[n] = b
+                loc = n
+                n += 1
+                break
+            h = (h + 1) & mask
+        out[j] = loc
+    return n
+
+
+@njit(cache=True, nogil=True)
+def reset_dense(mapping, nodes, n):
+    """Marks ``nodes[:n]`` unseen again in ``mapping``."""
+    for j in range(n):
+        if j + _AHEAD < n:
+            _prefetch(mapping, nodes[j + _AHEAD])
+        mapping[nodes[j]] = -1

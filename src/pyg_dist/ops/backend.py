@@ -1,0 +1,119 @@
+"""Backend dispatch for the sampling kernels: the ONE place that picks numba or torch.
+
+``backend='auto'`` means numba for CPU tensors when numba imports, else the pure-torch kernels (which
+also run on CUDA tensors). ``'pyg-lib'`` / ``'torch-sparse'`` are whole multi-hop samplers and are
+selected by :class:`pyg_dist.sampler.NeighborSampler`, not here.
+
+Numba safety: the threading layer is set to ``workqueue`` (survives ``fork`` into DataLoader workers)
+unless the user chose one through ``NUMBA_THREADING_LAYER``; ``workqueue`` must not be entered by two
+Python threads at once, so every parallel kernel call holds :data:`_KERNEL_LOCK`. The kernel uses as
+many threads as ``torch.get_num_threads()`` (capped by numba's pool), so one knob sets both.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Optional
+
+import torch
+
+from pyg_dist.errors import InvalidArgumentError
+
+#: Kernel backends a caller may name; ``auto`` resolves per call.
+KERNEL_BACKENDS = ("auto", "numba", "torch")
+#: Multi-hop sampler backends (kernel backends plus the optional native samplers).
+SAMPLER_BACKENDS = KERNEL_BACKENDS + ("pyg-lib", "torch-sparse")
+
+_KERNEL_LOCK = threading.Lock()
+_NUMBA = None  # None = not probed yet; False = unavailable; else the kernel modules
+
+
+def _reset_lock_in_child() -> None:
+    global _KERNEL_LOCK
+    _KERNEL_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_lock_in_child)
+
+
+def _load_numba():
+    """Imports the numba kernels once (configuring the threading layer first); False if unavailable."""
+    global _NUMBA
+    if _NUMBA is None:
+        try:
+            import numba
+            if "NUMBA_THREADING_LAYER" not in os.environ:
+                numba.config.THREADING_LAYER = "workqueue"
+            from pyg_dist.ops import _numba_relabel, _numba_sample
+            _NUMBA = (numba, _numba_sample, _numba_relabel)
+        except ImportError:
+            _NUMBA = False
+    return _NUMBA
+
+
+def numba_available() -> bool:
+    """True when the numba kernels can be used."""
+    return bool(_load_numba())
+
+
+def native_available(name: str) -> bool:
+    """True when the optional native sampler ``'pyg-lib'`` or ``'torch-sparse'`` is importable."""
+    module = {"pyg-lib": "pyg_lib", "torch-sparse": "torch_sparse"}.get(name)
+    if module is None:
+        return False
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
+
+
+def available_backends() -> list:
+    """Concrete backends usable here, e.g. ``['numba', 'torch']``."""
+    out = ["numba"] if numba_available() else []
+    out.append("torch")
+    return out + [n for n in ("pyg-lib", "torch-sparse") if native_available(n)]
+
+
+def resolve_backend(backend: str, device: Optional[torch.device] = None, where: str = "pyg_dist.ops",
+                    choices=KERNEL_BACKENDS) -> str:
+    """Turns ``backend`` (``'auto'`` included) into a concrete backend, or raises naming it."""
+    if backend not in choices:
+        raise InvalidArgumentError(where, "backend", backend, f"one of {list(choices)}")
+    on_cpu = device is None or torch.device(device).type == "cpu"
+    if backend == "auto":
+        return "numba" if on_cpu and numba_available() else "torch"
+    if backend == "numba":
+        if not numba_available():
+            raise InvalidArgumentError(where, "backend", backend, "an available backend (numba is not installed)")
+        if not on_cpu:
+            raise InvalidArgumentError(where, "backend", backend, f"'torch' or 'auto' for tensors on {device}")
+    if backend in ("pyg-lib", "torch-sparse") and not native_available(backend):
+        raise InvalidArgumentError(where, "backend", backend, f"one of {available_backends()} (not importable)")
+    return backend
+
+
+class numba_call:
+    """Context manager around a parallel numba call: the kernel lock, and threads = torch's threads.
+
+    Example:
+        >>> with numba_call() as kernels:  # doctest: +SKIP
+        ...     counts = kernels.sample.count_kernel(...)
+    """
+
+    class _Kernels:
+        def __init__(self, mods):
+            self.numba, self.sample, self.relabel = mods
+
+    def __enter__(self):
+        mods = _load_numba()
+        self._lock = _KERNEL_LOCK
+        self._lock.acquire()
+        numba = mods[0]
+        numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
+        return self._Kernels(mods)
+
+    def __exit__(self, *exc):
+        self._lock.release()
+        return False

@@ -1,0 +1,114 @@
+"""The graph layout every sampling kernel reads: in-edges grouped by destination (CSC).
+
+A :class:`CSC` holds one edge type. ``colptr`` is indexed by a LOCAL destination index (in a partition:
+``dst_global - dst_start``); ``row`` holds the GLOBAL source (neighbour) ids; ``edge_id`` the global
+edge ids (``None`` means "the position in ``row``"). Optional per-edge ``weight`` and ``edge_time`` are
+aligned with ``row``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from pyg_dist.errors import InvalidArgumentError
+
+
+@dataclass(frozen=True)
+class CSC:
+    """In-edges of one edge type, grouped by destination.
+
+    Attributes:
+        colptr: int64 ``[num_dst + 1]``; the in-edges of local destination ``d`` are
+            ``row[colptr[d]:colptr[d + 1]]``.
+        row: int64 ``[num_edges]`` global source ids.
+        edge_id: int64 ``[num_edges]`` global edge ids, or ``None`` (= position).
+        weight: float64 ``[num_edges]`` non-negative sampling weights, or ``None`` (uniform).
+        edge_time: ``[num_edges]`` timestamps (int64 or float64), or ``None``.
+
+    Example:
+        >>> csc = CSC.from_edge_index(torch.tensor([[0, 1, 2], [1, 2, 0]]), num_dst=3)
+        >>> csc.colptr.tolist(), csc.row.tolist(), csc.edge_id.tolist()
+        ([0, 1, 2, 3], [2, 0, 1], [2, 0, 1])
+    """
+
+    colptr: Tensor
+    row: Tensor
+    edge_id: Optional[Tensor] = None
+    weight: Optional[Tensor] = None
+    edge_time: Optional[Tensor] = None
+
+    @property
+    def num_dst(self) -> int:
+        return self.colptr.numel() - 1
+
+    @property
+    def num_edges(self) -> int:
+        return self.row.numel()
+
+    def validate(self, where: str = "CSC") -> "CSC":
+        """Checks shapes and dtypes; raises :class:`InvalidArgumentError` naming the field."""
+        if self.colptr.dim() != 1 or self.colptr.numel() < 1 or self.colptr.dtype != torch.int64:
+            raise InvalidArgumentError(where, "colptr", self.colptr, "a 1-D int64 tensor of num_dst + 1")
+        if self.row.dim() != 1 or self.row.dtype != torch.int64:
+            raise InvalidArgumentError(where, "row", self.row, "a 1-D int64 tensor")
+        if int(self.colptr[-1]) != self.row.numel() or int(self.colptr[0]) != 0:
+            raise InvalidArgumentError(where, "colptr", self.colptr,
+                                       f"colptr[0] == 0 and colptr[-1] == len(row) == {self.row.numel()}")
+        for name in ("edge_id", "weight", "edge_time"):
+            value = getattr(self, name)
+            if value is not None and (value.dim() != 1 or value.numel() != self.row.numel()):
+                raise InvalidArgumentError(where, name, value, f"a 1-D tensor of {self.row.numel()} values")
+        if self.edge_id is not None and self.edge_id.dtype != torch.int64:
+            raise InvalidArgumentError(where, "edge_id", self.edge_id.dtype, "int64")
+        if self.weight is not None and (self.weight.dtype != torch.float64 or bool((self.weight < 0).any())):
+            raise InvalidArgumentError(where, "weight", self.weight, "non-negative float64 weights")
+        return self
+
+    @staticmethod
+    def from_edge_index(edge_index: Tensor, num_dst: int, *, edge_id: Optional[Tensor] = None,
+                        weight: Optional[Tensor] = None, edge_time: Optional[Tensor] = None,
+                        is_sorted: bool = False) -> "CSC":
+        """Builds the CSC of ``edge_index = [src; dst]`` (global edge ids default to ``arange(E)``).
+
+        Args:
+            edge_index: ``[2, E]`` source and destination ids.
+            num_dst: Number of destination nodes (``colptr`` has ``num_dst + 1`` entries).
+            edge_id: Ids to report per edge (default: its column in ``edge_index``; stored as
+                ``None`` when ``is_sorted``, since positions then are those columns).
+            weight: Per-edge weights aligned with ``edge_index``.
+            edge_time: Per-edge timestamps aligned with ``edge_index``.
+            is_sorted: ``edge_index`` is already sorted by destination (skips the sort).
+        """
+        src, dst = edge_index[0].long(), edge_index[1].long()
+        eid = None if edge_id is None else edge_id.long()
+        if not is_sorted:
+            eid = torch.arange(src.numel(), device=src.device) if eid is None else eid
+            perm = torch.sort(dst, stable=True).indices
+            src, dst, eid = src[perm], dst[perm], eid[perm]
+            weight = None if weight is None else weight[perm]
+            edge_time = None if edge_time is None else edge_time[perm]
+        counts = torch.bincount(dst, minlength=num_dst)
+        colptr = torch.zeros(num_dst + 1, dtype=torch.int64, device=src.device)
+        torch.cumsum(counts, 0, out=colptr[1:])
+        weight = None if weight is None else weight.to(torch.float64)
+        eid = None if eid is None else eid.contiguous()
+        return CSC(colptr, src.contiguous(), eid, weight, normalize_time(edge_time))
+
+    def share_memory_(self) -> "CSC":
+        """Moves every tensor to shared memory (for DataLoader workers); returns ``self``."""
+        for name in ("colptr", "row", "edge_id", "weight", "edge_time"):
+            value = getattr(self, name)
+            if value is not None:
+                value.share_memory_()
+        return self
+
+
+def normalize_time(time: Optional[Tensor]) -> Optional[Tensor]:
+    """Timestamps as contiguous int64 (integer input) or float64 (floating input); ``None`` stays."""
+    if time is None:
+        return None
+    dtype = torch.float64 if time.is_floating_point() else torch.int64
+    return time.to(dtype).contiguous()

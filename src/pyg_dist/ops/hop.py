@@ -1,0 +1,237 @@
+"""One-hop neighbour sampling on a :class:`~pyg_dist.ops.csc.CSC`: unfused (:func:`one_hop`, what a
+remote partition sends back) and fused with relabelling (:func:`sample_hop`, what a batch uses).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from pyg_dist.errors import InvalidArgumentError, check_choice
+from pyg_dist.ops._torch_kernels import sample_torch
+from pyg_dist.ops.backend import numba_call, resolve_backend
+from pyg_dist.ops.csc import CSC, normalize_time
+
+TEMPORAL_STRATEGIES = ("uniform", "last")
+_E64 = np.empty(0, np.int64)
+_EF64 = np.empty(0, np.float64)
+
+
+@dataclass
+class OneHop:
+    """Result of :func:`one_hop`, grouped by seed in seed order.
+
+    Attributes:
+        nbr: Global ids of the sampled neighbours (the ``row`` values).
+        edge: Their global edge ids.
+        count: Number of samples of each seed (``nbr`` is split by it).
+    """
+
+    nbr: Tensor
+    edge: Tensor
+    count: Tensor
+
+
+@dataclass
+class Hop:
+    """Result of :func:`sample_hop`: one edge type's sampled edges as batch-local indices."""
+
+    row: Tensor   # local index of the neighbour in the source type's relabeler
+    col: Tensor   # local index of the seed in the destination type's node list
+    edge: Tensor  # global edge ids
+
+
+class EdgeBuffer:
+    """One edge type's sampled edges over the hops of a batch, written in place by the numba kernels
+    (``capacity`` is a hint; it grows by doubling), so no concatenation at the end."""
+
+    def __init__(self, capacity: int = 1024):
+        self.size = 0
+        self._a = np.empty((4, max(int(capacity), 16)), np.int64)  # nbr, edge, col, row
+
+    def take(self, total: int):
+        """Views ``(nbr, edge, col, row)`` of the next ``total`` slots."""
+        if self.size + total > self._a.shape[1]:
+            grown = np.empty((4, max(self.size + total, 2 * self._a.shape[1])), np.int64)
+            grown[:, :self.size] = self._a[:, :self.size]
+            self._a = grown
+        lo, self.size = self.size, self.size + total
+        return tuple(self._a[i, lo:self.size] for i in range(4))
+
+    def tensors(self):
+        """``(row, col, edge)`` of everything taken so far."""
+        return tuple(torch.from_numpy(self._a[i, :self.size]) for i in (3, 2, 1))
+
+
+class TensorBuffer:
+    """The torch backend's counterpart of :class:`EdgeBuffer`: collects hop tensors, concatenates once."""
+
+    def __init__(self, capacity: int = 0):
+        self._parts = ([], [], [])
+
+    def append(self, hop: "Hop") -> None:
+        for part, value in zip(self._parts, (hop.row, hop.col, hop.edge)):
+            part.append(value)
+
+    def tensors(self):
+        """``(row, col, edge)`` of everything appended so far."""
+        return tuple(torch.cat(p) if p else torch.empty(0, dtype=torch.int64) for p in self._parts)
+
+
+def make_edge_buffer(backend: str, capacity: int = 1024):
+    """The output buffer :func:`sample_hop` fills for ``backend`` ('numba' or 'torch')."""
+    return EdgeBuffer(capacity) if backend == "numba" else TensorBuffer(capacity)
+
+
+def _random_key(gen: Optional[torch.Generator]) -> int:
+    return int(torch.randint(0, 2 ** 62, (1,), generator=gen).item())
+
+
+def _numba_sample(csc: CSC, seeds: Tensor, seed_offset: int, k: int, replace: bool, last: bool,
+                  node_time: Optional[Tensor], seed_time: Optional[Tensor], key: int,
+                  out: Optional[EdgeBuffer] = None):
+    """Runs the two numba passes; returns numpy ``(nbr, edge, col, count, row_slot)`` (``row_slot``:
+    where the relabelled rows go, a view into ``out`` or a fresh array)."""
+    tmode = 0 if seed_time is None else (2 if csc.edge_time is not None else 1)
+    tdtype = np.int64
+    if tmode:
+        tdtype = (csc.edge_time if tmode == 2 else node_time).numpy().dtype
+    empty_t = _E64 if tdtype == np.int64 else _EF64
+    nt = node_time.numpy() if tmode == 1 else empty_t
+    et = csc.edge_time.numpy() if tmode == 2 else empty_t
+    st = empty_t
+    if tmode:  # int times vs float seed times: t <= s  <=>  t <= floor(s)
+        st = seed_time.numpy()
+        st = (np.floor(st) if st.dtype.kind == "f" and tdtype == np.int64 else st).astype(tdtype, copy=False)
+    has_w = csc.weight is not None
+    w = csc.weight.numpy() if has_w else _EF64
+    colptr, row = csc.colptr.numpy(), csc.row.numpy()
+    s = seeds.numpy()
+    start, deg = np.empty(s.shape[0], np.int64), np.empty(s.shape[0], np.int64)
+    has_eid = csc.edge_id is not None
+    eid = csc.edge_id.numpy() if has_eid else _E64
+    with numba_call() as kern:
+        counts = kern.sample.count_kernel(colptr, row, s, k, replace and not last, has_w, w, tmode,
+                                          nt, et, st, start, deg)
+        offsets = np.zeros(s.shape[0] + 1, np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        total = int(offsets[-1])
+        nbr, edge, col, row_slot = (out if out is not None else EdgeBuffer(total)).take(total)
+        kern.sample.sample_kernel(start, deg, row, has_eid, eid, seed_offset, offsets,
+                                  replace and not last, last, has_w, w, tmode, nt, et, st, key,
+                                  nbr, edge, col)
+    return nbr, edge, col, counts, row_slot
+
+
+def _check(where: str, csc: CSC, seeds: Tensor, k, strategy: str, node_time, seed_time) -> None:
+    if not isinstance(k, int) or isinstance(k, bool) or k < -1:
+        raise InvalidArgumentError(where, "num_neighbors", k, "an int >= -1 (-1 = all neighbours)")
+    check_choice(where, "temporal_strategy", strategy, TEMPORAL_STRATEGIES)
+    if seeds.dim() != 1 or seeds.dtype != torch.int64:
+        raise InvalidArgumentError(where, "seeds", seeds, "a 1-D int64 tensor")
+    if seeds.numel() and (int(seeds.min()) < 0 or int(seeds.max()) >= csc.num_dst):
+        raise InvalidArgumentError(where, "seeds", seeds, f"local destination indices in [0, {csc.num_dst})")
+    if seed_time is not None:
+        if seed_time.shape != seeds.shape:
+            raise InvalidArgumentError(where, "seed_time", seed_time, f"one time per seed ({seeds.numel()})")
+        if csc.edge_time is None and node_time is None:
+            raise InvalidArgumentError(where, "seed_time", "given", "node_time or csc.edge_time to compare with")
+
+
+def one_hop(csc: CSC, seeds: Tensor, num_neighbors: int, *, replace: bool = False,
+            node_time: Optional[Tensor] = None, seed_time: Optional[Tensor] = None,
+            temporal_strategy: str = "uniform", backend: str = "auto",
+            generator: Optional[torch.Generator] = None) -> OneHop:
+    """Samples up to ``num_neighbors`` in-neighbours of each seed (unfused: no relabelling).
+
+    Args:
+        csc: The edge type's in-edges; ``seeds`` index its ``colptr``.
+        seeds: int64 local destination indices (in a partition: ``dst_global - dst_start``).
+        num_neighbors: Fanout; ``-1`` takes every (allowed) neighbour.
+        replace: Sample with replacement (then exactly ``num_neighbors`` per seed with neighbours).
+        node_time: Timestamps of the SOURCE node type, indexed by ``row`` values (temporal by node time).
+        seed_time: One timestamp per seed; enables temporal sampling (edge time if ``csc.edge_time``,
+            else ``node_time``): no neighbour newer than its seed is ever returned.
+        temporal_strategy: ``'uniform'`` among allowed neighbours, or ``'last'`` (the most recent).
+        backend: ``'auto'``, ``'numba'`` or ``'torch'``.
+        generator: Torch generator for the random draws (default: torch's global one).
+
+    Returns:
+        :class:`OneHop` grouped by seed, in seed order. Edges with zero ``csc.weight`` are never drawn.
+
+    Example:
+        >>> csc = CSC.from_edge_index(torch.tensor([[1, 2, 3], [0, 0, 0]]), num_dst=4)
+        >>> out = one_hop(csc, torch.tensor([0, 3]), 2)
+        >>> out.count.tolist(), out.nbr.numel()
+        ([2, 0], 2)
+    """
+    _check("one_hop", csc, seeds, num_neighbors, temporal_strategy, node_time, seed_time)
+    node_time, seed_time = normalize_time(node_time), normalize_time(seed_time)
+    last = temporal_strategy == "last" and seed_time is not None
+    if resolve_backend(backend, seeds.device, "one_hop") == "torch":
+        nbr, edge, count = sample_torch(csc, seeds, num_neighbors, replace, last, node_time, seed_time,
+                                        generator)
+        return OneHop(nbr, edge, count)
+    nbr, edge, _, count, _ = _numba_sample(csc, seeds, 0, num_neighbors, replace, last,
+                                           node_time, seed_time, _random_key(generator))
+    return OneHop(torch.from_numpy(nbr), torch.from_numpy(edge), torch.from_numpy(count))
+
+
+def sample_hop(csc: CSC, seeds: Tensor, seed_offset: int, num_neighbors: int, relabeler, *,
+               replace: bool = False, temporal_strategy: str = "uniform",
+               node_time: Optional[Tensor] = None, seed_time: Optional[Tensor] = None,
+               seed_batch: Optional[Tensor] = None, backend: str = "auto",
+               generator: Optional[torch.Generator] = None, out=None) -> Hop:
+    """One hop sampled and relabelled in one go (the batch path of the multi-hop sampler).
+
+    Like :func:`one_hop`, but the neighbours are added to ``relabeler`` (the source type's node list,
+    see :func:`pyg_dist.ops.make_relabeler`) and returned as local ``row`` indices; ``col`` is the
+    seed's own local index ``seed_offset + position`` (a frontier is a contiguous range of the
+    destination type's node list); ``seed_batch`` gives each seed's subgraph when the relabeler is
+    disjoint. ``out`` (from :func:`make_edge_buffer` for the same backend) collects the hop's edges.
+    Arguments are trusted (the sampler checked them).
+    """
+    last = temporal_strategy == "last" and seed_time is not None
+    if resolve_backend(backend, seeds.device, "sample_hop") == "torch":
+        nbr, edge, count = sample_torch(csc, seeds, num_neighbors, replace, last, node_time, seed_time,
+                                        generator)
+        local = torch.arange(seed_offset, seed_offset + seeds.numel(), device=seeds.device)
+        col = torch.repeat_interleave(local, count)
+        batch = None if seed_batch is None else torch.repeat_interleave(seed_batch, count)
+        hop = Hop(relabeler.add(nbr, batch), col, edge)
+        if out is not None:
+            out.append(hop)
+        return hop
+    nbr, edge, col, count, row = _numba_sample(csc, seeds, seed_offset, num_neighbors, replace, last,
+                                               node_time, seed_time, _random_key(generator), out)
+    batch = None if seed_batch is None else np.repeat(seed_batch.numpy(), count)
+    relabeler.add_numpy(nbr, batch, out=row)
+    return Hop(torch.from_numpy(row), torch.from_numpy(col), torch.from_numpy(edge))
+
+
+def warmup() -> float:
+    """Loads (or, the very first time, compiles and caches) the numba kernels; returns the seconds.
+
+    The first call in a process otherwise pays this inside the first batch (about 1 s with a warm
+    numba cache; 15-30 s when nothing is cached yet). Call it in DataLoader ``worker_init_fn`` or
+    at start-up to move that cost out of the first batch. A no-op without numba.
+
+    Example:
+        >>> seconds = warmup()  # doctest: +SKIP
+    """
+    import time
+    from pyg_dist.ops.backend import numba_available
+    from pyg_dist.ops.relabel import make_relabeler
+    t0 = time.perf_counter()
+    if numba_available():
+        csc = CSC.from_edge_index(torch.tensor([[1, 2], [0, 0]]), num_dst=3)
+        seeds = torch.tensor([0, 1])
+        one_hop(csc, seeds, 1, backend="numba")
+        for disjoint in (False, True):
+            rel = make_relabeler(3, disjoint=disjoint, backend="numba")
+            sample_hop(csc, seeds, 0, 1, rel, seed_batch=seeds if disjoint else None, backend="numba")
+            rel.close()
+    return time.perf_counter() - t0

@@ -1,0 +1,242 @@
+"""``NeighborSampler``: PyG's neighbour sampler semantics on pyg_dist's own kernels (no pyg-lib)."""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Union
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Data, HeteroData
+from torch_geometric.sampler import BaseSampler, NodeSamplerInput
+from torch_geometric.sampler.base import NumNeighbors
+
+from pyg_dist._types import HOMO_EDGE, HOMO_NODE, EdgeType, NodeType
+from pyg_dist.errors import InvalidArgumentError, check_choice
+from pyg_dist.ops import CSC, SAMPLER_BACKENDS, TEMPORAL_STRATEGIES, normalize_time, resolve_backend
+from pyg_dist.sampler.hops import HopOptions, TypedGraph, sample_hops
+from pyg_dist.sampler.output import TypedSample, to_sampler_output
+
+_WHERE = "NeighborSampler"
+SUBGRAPH_TYPES = ("directional", "bidirectional", "disjoint")
+
+
+def _stores(data):
+    """The boundary converter: typed node and edge stores of a ``Data`` / ``HeteroData``."""
+    if isinstance(data, HeteroData):
+        node_types, edge_types = data.metadata()
+        return [(t, data[t]) for t in node_types], [(et, data[et]) for et in edge_types]
+    if isinstance(data, Data):
+        return [(HOMO_NODE, data)], [(HOMO_EDGE, data)]
+    raise InvalidArgumentError(_WHERE, "data", type(data).__name__, "a torch_geometric Data or HeteroData")
+
+
+def _time_level(nodes, edges, time_attr: Optional[str]) -> Optional[str]:
+    if time_attr is None:
+        return None
+    on_nodes = any(time_attr in s and s.is_node_attr(time_attr) for _, s in nodes)
+    on_edges = any(time_attr in s and s.is_edge_attr(time_attr) for _, s in edges)
+    if on_nodes == on_edges:
+        raise InvalidArgumentError(_WHERE, "time_attr", time_attr,
+                                   "an attribute of either the nodes or the edges (found on "
+                                   + ("both" if on_nodes else "neither") + ")")
+    return "node" if on_nodes else "edge"
+
+
+def _build_graph(data, time_attr, weight_attr, is_sorted: bool, share_memory: bool) -> TypedGraph:
+    nodes, edges = _stores(data)
+    level = _time_level(nodes, edges, time_attr)
+    num_nodes = {t: int(s.num_nodes or 0) for t, s in nodes}
+    node_time = {t: normalize_time(s[time_attr]) for t, s in nodes if time_attr in s} if level == "node" else None
+    csc, edge_time = {}, ({} if level == "edge" else None)
+    for et, s in edges:
+        if "edge_index" not in s:
+            raise InvalidArgumentError(_WHERE, "data", et, "an edge_index for every edge type")
+        weight = None
+        if weight_attr is not None:
+            if weight_attr not in s:
+                raise InvalidArgumentError(_WHERE, "weight_attr", weight_attr, f"an attribute of edge type {et}")
+            weight = s[weight_attr].view(-1)
+            if bool((weight < 0).any()) or not weight.is_floating_point():
+                raise InvalidArgumentError(_WHERE, "weight_attr", weight_attr, "non-negative float weights")
+        et_time = s[time_attr].view(-1) if level == "edge" and time_attr in s else None
+        csc[et] = CSC.from_edge_index(s.edge_index, num_nodes[et[2]], weight=weight, edge_time=et_time,
+                                      is_sorted=is_sorted).validate(_WHERE)
+        if level == "edge" and et_time is not None:
+            edge_time[et] = csc[et].edge_time
+        if level == "node" and node_time.get(et[0]) is None:
+            raise InvalidArgumentError(_WHERE, "time_attr", time_attr, f"a node attribute of type {et[0]!r}")
+        if share_memory:
+            csc[et].share_memory_()
+    return TypedGraph([t for t, _ in nodes], [et for et, _ in edges], num_nodes, csc, node_time, edge_time)
+
+
+def _fanouts(num_neighbors: NumNeighbors, edge_types: List[EdgeType]) -> Dict[EdgeType, List[int]]:
+    values = num_neighbors.values
+    if isinstance(values, (list, tuple)):
+        out = {et: list(values) for et in edge_types}
+    else:
+        given = {k.to_tuple(): list(v) for k, v in values.items()}
+        unknown = set(given) - set(edge_types)
+        if unknown:
+            raise InvalidArgumentError(_WHERE, "num_neighbors", sorted(unknown), "edge types of the graph")
+        if num_neighbors.default is None and len(given) < len(edge_types):
+            missing = [et for et in edge_types if et not in given]
+            raise InvalidArgumentError(_WHERE, "num_neighbors", values, f"an entry for {missing}")
+        out = {et: given.get(et, num_neighbors.default) for et in edge_types}
+    hops = {len(v) for v in out.values()}
+    bad = [v for f in out.values() for v in f if not isinstance(v, int) or isinstance(v, bool) or v < -1]
+    if len(hops) > 1 or bad:
+        raise InvalidArgumentError(_WHERE, "num_neighbors", values, "ints >= -1, the same number of hops per edge type")
+    return out
+
+
+class NeighborSampler(BaseSampler):
+    """In-memory (heterogeneous) neighbour sampler with PyG's semantics and pyg_dist's kernels.
+
+    Takes the arguments of ``torch_geometric.sampler.NeighborSampler`` plus ``backend``. Output node
+    lists start with the seeds, then new nodes in first-seen order; ``row``/``col`` are local indices
+    (``row`` = neighbour, ``col`` = seed side); ``edge`` holds the TRUE edge ids of ``data`` (so
+    :attr:`edge_permutation` is ``None``); ``batch`` is set when ``disjoint`` (forced by temporal
+    sampling, like PyG).
+
+    Args:
+        data: A ``Data`` or ``HeteroData``.
+        num_neighbors: Fanout per hop (``-1`` = all), or a dict per edge type, or ``NumNeighbors``.
+        subgraph_type: ``'directional'``, ``'bidirectional'`` or ``'disjoint'`` (= ``disjoint=True``).
+        replace: Sample with replacement.
+        disjoint: Each seed gets its own subgraph (seeds may repeat).
+        temporal_strategy: ``'uniform'`` or ``'last'``.
+        time_attr: Node- or edge-level timestamp attribute; no sampled neighbour is newer than its seed.
+        weight_attr: Edge attribute with non-negative sampling weights (zero = never sampled).
+        is_sorted: ``edge_index`` is already sorted by destination.
+        share_memory: Move the CSC to shared memory (for DataLoader workers).
+        directed: Must be ``True`` (induced subgraphs are not supported).
+        backend: ``'auto'`` (numba on CPU, else torch), ``'numba'``, ``'torch'``, ``'pyg-lib'``,
+            ``'torch-sparse'`` (the last two only when importable).
+
+    Example:
+        >>> from pyg_dist.datasets import synthetic_graph
+        >>> data = synthetic_graph(1000, 8)
+        >>> sampler = NeighborSampler(data, [10, 5])
+        >>> out = sampler.sample_from_nodes(NodeSamplerInput(None, torch.arange(4)))
+        >>> out.node[:4].tolist()
+        [0, 1, 2, 3]
+    """
+
+    def __init__(self, data: Union[Data, HeteroData], num_neighbors, subgraph_type: str = "directional",
+                 replace: bool = False, disjoint: bool = False, temporal_strategy: str = "uniform",
+                 time_attr: Optional[str] = None, weight_attr: Optional[str] = None, is_sorted: bool = False,
+                 share_memory: bool = False, directed: bool = True, backend: str = "auto"):
+        subgraph_type = str(getattr(subgraph_type, "value", subgraph_type))
+        check_choice(_WHERE, "subgraph_type", subgraph_type, SUBGRAPH_TYPES)
+        check_choice(_WHERE, "temporal_strategy", temporal_strategy, TEMPORAL_STRATEGIES)
+        if directed is not True:
+            raise InvalidArgumentError(_WHERE, "directed", directed, "True (induced subgraphs are not supported)")
+        self.is_hetero = isinstance(data, HeteroData)
+        self._graph = _build_graph(data, time_attr, weight_attr, is_sorted, share_memory)
+        self.node_types, self.edge_types = self._graph.node_types, self._graph.edge_types
+        self.num_nodes: Dict[NodeType, int] = self._graph.num_nodes
+        self.node_time = self._graph.node_time
+        self.edge_time = self._graph.edge_time
+        self.num_neighbors = num_neighbors if isinstance(num_neighbors, NumNeighbors) else NumNeighbors(num_neighbors)
+        self._fanouts = _fanouts(self.num_neighbors, self.edge_types)
+        self.subgraph_type = subgraph_type
+        self.replace = bool(replace)
+        self.disjoint = bool(disjoint) or subgraph_type == "disjoint" or self._graph.is_temporal
+        self.temporal_strategy = temporal_strategy
+        device = next(iter(self._graph.csc.values())).colptr.device if self._graph.csc else None
+        self.backend = resolve_backend(backend, device, _WHERE, SAMPLER_BACKENDS)
+        self._pools: Dict[NodeType, list] = {t: [] for t in self.node_types}
+
+    @property
+    def is_temporal(self) -> bool:
+        return self._graph.is_temporal
+
+    @property
+    def edge_permutation(self):
+        """``None``: ``edge`` in the outputs already holds the ids of the input graph."""
+        return None
+
+    @property
+    def graph(self) -> TypedGraph:
+        """The typed CSC graph the sampler reads."""
+        return self._graph
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_pools"] = {t: [] for t in self.node_types}  # scratch maps stay in their process
+        return state
+
+    # Node-level sampling ###############################################################################
+
+    def sample_from_nodes(self, inputs: NodeSamplerInput, **kwargs):
+        """Samples the subgraph around ``inputs.node``; returns PyG's (Hetero)SamplerOutput.
+
+        ``metadata`` is ``(inputs.input_id, inputs.time)`` like PyG's ``node_sample``.
+        """
+        ntype = inputs.input_type if self.is_hetero else HOMO_NODE
+        seed = {ntype: inputs.node}
+        seed_time = None if inputs.time is None else {ntype: inputs.time}
+        sample = self.sample_typed(seed, seed_time)
+        out = to_sampler_output(sample, self.is_hetero, metadata=(inputs.input_id, inputs.time))
+        if self.subgraph_type == "bidirectional":
+            out = out.to_bidirectional()
+        return out
+
+    def sample_from_edges(self, inputs, neg_sampling=None):
+        """Link-level sampling (implemented in :mod:`pyg_dist.sampler.seeds`)."""
+        from pyg_dist.sampler.seeds import edge_sample
+        return edge_sample(self, inputs, neg_sampling)
+
+    def sample_typed(self, seed: Dict[NodeType, Tensor],
+                     seed_time: Optional[Dict[NodeType, Tensor]] = None) -> TypedSample:
+        """The node-level core on typed dicts (a homogeneous graph uses the ``"_N"`` keys).
+
+        Args:
+            seed: Global seed ids per node type; unique unless ``disjoint`` (then each seed, and each
+                position across types, is its own subgraph).
+            seed_time: Timestamps per seed (temporal sampling). Defaults to the seeds' node time.
+        """
+        seed = self._check_seed(seed)
+        seed_time = self._seed_time(seed, seed_time)
+        if self.backend in ("pyg-lib", "torch-sparse"):
+            from pyg_dist.ops.native import native_sample
+            return TypedSample(**native_sample(self, seed, seed_time))
+        opts = HopOptions(self._fanouts, self.num_neighbors.num_hops, self.replace, self.disjoint,
+                          self.temporal_strategy, self.backend, self._pools)
+        return sample_hops(self._graph, opts, seed, seed_time)
+
+    def _check_seed(self, seed) -> Dict[NodeType, Tensor]:
+        if not isinstance(seed, dict) or not seed:
+            raise InvalidArgumentError(f"{_WHERE}.sample_typed", "seed", seed, "a non-empty dict of tensors")
+        out = {}
+        for t, ids in seed.items():
+            if t not in self.num_nodes:
+                raise InvalidArgumentError(f"{_WHERE}.sample_typed", "seed", t, f"a node type in {self.node_types}")
+            if not isinstance(ids, Tensor) or ids.dim() != 1 or ids.is_floating_point():
+                raise InvalidArgumentError(f"{_WHERE}.sample_typed", "seed", ids, "a 1-D integer tensor")
+            ids = ids.to(torch.int64)
+            if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.num_nodes[t]):
+                raise InvalidArgumentError(f"{_WHERE}.sample_typed", "seed", ids,
+                                           f"ids of type {t!r} in [0, {self.num_nodes[t]})")
+            out[t] = ids.contiguous()
+        return out
+
+    def _seed_time(self, seed, seed_time) -> Optional[Dict[NodeType, Tensor]]:
+        where = f"{_WHERE}.sample_typed"
+        if not self.is_temporal:
+            if seed_time:
+                raise InvalidArgumentError(where, "seed_time", seed_time, "None (the sampler has no time_attr)")
+            return None
+        if not seed_time:
+            missing = [t for t in seed if (self.node_time or {}).get(t) is None]
+            if missing:
+                raise InvalidArgumentError(where, "seed_time", seed_time,
+                                           f"seed times (no node time to default to for types {missing})")
+            return {t: self.node_time[t][ids] for t, ids in seed.items()}
+        out = {}
+        for t, ids in seed.items():
+            time = seed_time.get(t)
+            if time is None or time.shape != ids.shape:
+                raise InvalidArgumentError(where, "seed_time", seed_time, f"one time per seed of type {t!r}")
+            out[t] = normalize_time(time)
+        return out
