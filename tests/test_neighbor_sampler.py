@@ -210,3 +210,13 @@ def test_concurrent_batches_from_python_threads(homo):
         assert out.node[:s.numel()].tolist() == s.tolist()
         assert out.node.unique().numel() == out.node.numel()
         _check_semantics(out, homo.edge_index, 2)
+
+
+@pytest.mark.parametrize("bad", ["10,5", 5, None, 2.5])
+def test_num_neighbors_of_wrong_type_is_a_typed_error(bad):
+    from pyg_dist.errors import InvalidArgumentError
+    from pyg_dist.sampler.neighbor import NeighborSampler
+    from torch_geometric.data import Data
+    data = Data(edge_index=torch.tensor([[0, 1], [1, 0]]), num_nodes=2)
+    with pytest.raises(InvalidArgumentError, match="num_neighbors"):
+        NeighborSampler(data, bad)

@@ -137,6 +137,9 @@ class NeighborSampler(BaseSampler):
         self.num_nodes: Dict[NodeType, int] = self._graph.num_nodes
         self.node_time = self._graph.node_time
         self.edge_time = self._graph.edge_time
+        if not isinstance(num_neighbors, (NumNeighbors, list, tuple, dict)):
+            raise InvalidArgumentError(_WHERE, "num_neighbors", num_neighbors,
+                                       "a list of ints per hop (or a dict of such lists per edge type)")
         self.num_neighbors = num_neighbors if isinstance(num_neighbors, NumNeighbors) else NumNeighbors(num_neighbors)
         self._fanouts = _fanouts(self.num_neighbors, self.edge_types)
         self.subgraph_type = subgraph_type
