@@ -1,0 +1,116 @@
+#!/usr/bin/env python
+"""Partitioner benchmark: wall time and peak RSS per method and part count, one table.
+
+Each configuration runs in a fresh subprocess (peak RSS from ``os.wait4`` of that child). The graph is
+the reference benchmark graph (``--graph`` = output of ``shared/bench/products_like.py``) or, without
+``--graph``, ``dcsbm_edges(--num-nodes, --num-pairs, community_size=1200)`` saved once to a temp file.
+Every node gets random 100-dim float32 features, a label and an 8 % train mask, all written out.
+
+    python scripts/bench_partition.py --graph /tmp/products_like.pt                  # full size
+    python scripts/bench_partition.py --num-nodes 200000 --num-pairs 2600000         # quick
+
+Target (issue 3): 4 parts with METIS in <= 60 s wall and <= 8 GB peak RSS on the full graph.
+Columns: wall / cpu (user + sys) of the whole child, load = reading the graph and making features,
+part+write = Partitioner.save, assign = the assignment alone (METIS), peak = the child's max RSS,
+max bal = worst balance (max / mean over parts) over all balance constraints.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def _child(args) -> None:
+    from pyg_dist.datasets.registry import load_csr_file
+    from pyg_dist.partition import Partitioner
+    t0 = time.perf_counter()
+    data = load_csr_file(args.graph, x_dim=args.x_dim, num_classes=47, train_frac=0.08, seed=0)
+    t1 = time.perf_counter()
+    kw = {"num_clusters": args.num_clusters} if args.method == "supernode" else {}
+    stats = Partitioner(data, args.parts, args.method, base_method="metis", **kw).save(
+        args.out, overwrite=True, progress=False)
+    t2 = time.perf_counter()
+    print(json.dumps({"load_s": t1 - t0, "partition_s": t2 - t1, "assign_s": stats["seconds"]["assign"],
+                      "stages": stats["seconds"],
+                      "edge_cut": stats["edge_cut"], "halo_ratio": stats["halo_ratio"],
+                      "max_balance": max(stats["constraint_balance"].values()),
+                      "gb_on_disk": sum(stats["bytes_per_part"]) / 1e9}))
+
+
+def _run(args, method: str, parts: int, graph: Path, out: Path):
+    cmd = [sys.executable, __file__, "--child", "--graph", str(graph), "--method", method, "--parts",
+           str(parts), "--out", str(out), "--x-dim", str(args.x_dim), "--num-clusters",
+           str(args.num_clusters)]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    out_text, err_text = proc.stdout.read(), proc.stderr.read()
+    shutil.rmtree(out, ignore_errors=True)
+    if os.waitstatus_to_exitcode(status) != 0:
+        return {"error": err_text.strip().splitlines()[-1] if err_text.strip() else f"status {status}"}
+    res = json.loads(out_text.strip().splitlines()[-1])
+    # ru_maxrss is in KiB on Linux; CPU seconds tell contention apart from work on a shared machine
+    res.update(wall_s=wall, peak_gib=usage.ru_maxrss / 2 ** 20, cpu_s=usage.ru_utime + usage.ru_stime)
+    return res
+
+
+def _make_graph(args, tmp: Path) -> Path:
+    import torch
+    from pyg_dist.datasets.synthetic import dcsbm_edges
+    row, col = dcsbm_edges(args.num_nodes, args.num_pairs, community_size=1200)
+    rowptr = torch.zeros(args.num_nodes + 1, dtype=torch.long)
+    torch.cumsum(torch.bincount(row, minlength=args.num_nodes), 0, out=rowptr[1:])
+    path = tmp / "graph.pt"
+    torch.save({"rowptr": rowptr, "col": col, "N": args.num_nodes}, path)
+    return path
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--graph", default=None, help="{rowptr, col, N} file (products_like.py output)")
+    p.add_argument("--num-nodes", type=int, default=2_449_029)
+    p.add_argument("--num-pairs", type=int, default=32_400_000)
+    p.add_argument("--methods", default="metis,random,supernode")
+    p.add_argument("--parts", default="2,4,8")
+    p.add_argument("--x-dim", type=int, default=100)
+    p.add_argument("--num-clusters", type=int, default=256)
+    p.add_argument("--workdir", default=None, help="where partitions are written (default: a temp dir)")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--method", help=argparse.SUPPRESS)
+    p.add_argument("--out", help=argparse.SUPPRESS)
+    args, _ = p.parse_known_args()
+    if args.child:
+        args.parts = int(args.parts)
+        return _child(args)
+    tmp = Path(tempfile.mkdtemp(prefix="bench_partition_", dir=args.workdir))
+    try:
+        graph = Path(args.graph) if args.graph else _make_graph(args, tmp)
+        rows = []
+        for method in args.methods.split(","):
+            for parts in map(int, args.parts.split(",")):
+                res = _run(args, method, parts, graph, tmp / "out")
+                rows.append((method, parts, res))
+                print(f"# done {method} x{parts}: {res.get('stages', res)}", file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{'method':<10}{'parts':>6}{'wall s':>9}{'cpu s':>8}{'load s':>8}{'part+write s':>13}{'assign s':>9}"
+          f"{'peak GiB':>9}{'edge cut':>9}{'halo':>7}{'max bal':>8}{'disk GB':>8}")
+    for method, parts, r in rows:
+        if "error" in r:
+            print(f"{method:<10}{parts:>6}  FAILED: {r['error']}")
+            continue
+        print(f"{method:<10}{parts:>6}{r['wall_s']:>9.1f}{r['cpu_s']:>8.1f}{r['load_s']:>8.1f}"
+              f"{r['partition_s']:>13.1f}{r['assign_s']:>9.1f}{r['peak_gib']:>9.2f}{r['edge_cut']:>9.3f}{r['halo_ratio']:>7.2f}"
+              f"{r['max_balance']:>8.3f}{r['gb_on_disk']:>8.2f}")
+
+
+if __name__ == "__main__":
+    main()

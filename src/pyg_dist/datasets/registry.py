@@ -1,0 +1,103 @@
+"""One entry point for every graph source: ``load_dataset(name, root, **opts)``.
+
+Names: ``cora`` / ``citeseer`` / ``pubmed`` (Planetoid raw files), ``ogbn-*`` (an unpacked OGB
+node-property folder), ``edgelist`` (``root`` = edge file or folder), ``synthetic`` (the built-in
+generator; ``opts`` are :func:`~pyg_dist.datasets.synthetic.synthetic_graph` arguments) and ``products_like``
+(``root`` = a ``{rowptr, col, N}`` file written by the shared benchmark generator).
+"""
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import torch
+
+from pyg_dist.errors import InvalidArgumentError
+
+_WHERE = "load_dataset"
+PLANETOID = ("cora", "citeseer", "pubmed")
+NAMES = PLANETOID + ("ogbn-<name>", "edgelist", "synthetic", "products_like")
+
+
+def _check_opts(fn, opts, name):
+    params = inspect.signature(fn).parameters
+    for key in opts:
+        if key not in params or key in ("name", "root", "path"):
+            raise InvalidArgumentError(_WHERE, key, opts[key], f"an option of {name!r}: "
+                                       f"{sorted(k for k in params if k not in ('name', 'root', 'path'))}")
+
+
+def load_csr_file(path: Union[str, Path], x_dim: int = 0, num_classes: int = 0, train_frac: float = 0.0,
+                  seed: int = 0):
+    """Loads a ``{rowptr, col, N}`` CSR file (e.g. from ``products_like.py``) as a ``Data``.
+
+    Optionally adds random float32 features ``x`` (``x_dim`` columns), random labels ``y`` and a random
+    ``train_mask`` covering ``train_frac`` of the nodes (benchmark stand-ins).
+    """
+    from torch_geometric.data import Data
+    try:
+        raw = torch.load(path, weights_only=True, mmap=True)
+        rowptr, col, n = raw["rowptr"], raw["col"], int(raw["N"])
+    except Exception as e:  # noqa: BLE001 - any failure to read is a bad argument
+        raise InvalidArgumentError(_WHERE, "root", str(path), f"a readable {{rowptr, col, N}} file ({e})") from None
+    edge_index = torch.empty(2, col.numel(), dtype=torch.long)
+    edge_index[0].copy_(torch.repeat_interleave(torch.arange(n), torch.diff(rowptr)))
+    edge_index[1].copy_(col)
+    data = Data(edge_index=edge_index, num_nodes=n)
+    gen = torch.Generator().manual_seed(seed)
+    if x_dim:
+        data.x = torch.randn(n, x_dim, generator=gen)
+    if num_classes:
+        data.y = torch.randint(0, num_classes, (n,), generator=gen)
+    if train_frac:
+        data.train_mask = torch.rand(n, generator=gen) < train_frac
+    return data
+
+
+def load_dataset(name: str, root: Optional[Union[str, Path]] = None, **opts: Any):
+    """Loads a graph by name (see the module docstring for the names and what ``root`` means).
+
+    Args:
+        name: Dataset name.
+        root: Where the data lies (unused by ``synthetic``).
+        **opts: Loader options (e.g. ``num_nodes=10_000, hetero=True`` for ``synthetic``).
+
+    Raises:
+        InvalidArgumentError: unknown name, unknown option, or missing / unreadable input.
+
+    Example:
+        >>> data = load_dataset("synthetic", num_nodes=500, avg_degree=6)
+        >>> data.num_nodes
+        500
+    """
+    key = str(name).lower()
+    if key in PLANETOID:
+        from pyg_dist.datasets.planetoid import load_planetoid
+        _check_opts(load_planetoid, opts, key)
+        try:
+            return load_planetoid(key, root)
+        except FileNotFoundError as e:
+            raise InvalidArgumentError(_WHERE, "root", str(root), f"a folder with Planetoid raw files ({e})") from None
+    if key.startswith("ogbn-"):
+        from pyg_dist.datasets.ogb import load_ogb_node
+        _check_opts(load_ogb_node, opts, key)
+        return load_ogb_node(key, _need_root(root, key), **opts)
+    if key == "edgelist":
+        from pyg_dist.datasets.edgelist import load_edgelist
+        _check_opts(load_edgelist, opts, key)
+        return load_edgelist(_need_root(root, key), **opts)
+    if key == "synthetic":
+        from pyg_dist.datasets.synthetic import synthetic_graph
+        _check_opts(synthetic_graph, opts, key)
+        return synthetic_graph(**opts)
+    if key == "products_like":
+        _check_opts(load_csr_file, opts, key)
+        return load_csr_file(_need_root(root, key), **opts)
+    raise InvalidArgumentError(_WHERE, "name", name, f"one of {list(NAMES)}")
+
+
+def _need_root(root, name) -> Path:
+    if root is None or not Path(root).exists():
+        raise InvalidArgumentError(_WHERE, "root", root, f"an existing path holding the {name!r} data")
+    return Path(root)

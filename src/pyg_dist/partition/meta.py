@@ -1,0 +1,241 @@
+"""META.json <-> :class:`PartitionMeta`, and the only place that knows the folder's file names.
+
+The top level of META.json carries PyG's keys (``num_parts``, ``node_types``, ``edge_types``,
+``node_offset``, ``is_hetero``, ``is_sorted``) so PyG's own readers keep working; everything pyg_dist
+adds lives under ``"pyg_dist"``. A folder without that section was written by PyG's ``Partitioner``
+(``is_native=False``); :mod:`pyg_dist.partition.reader` reads it with a dense partition book.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List
+
+import torch
+from torch import Tensor
+
+from pyg_dist._types import HOMO_EDGE, HOMO_NODE, EdgeType, NodeType, edge_type_str, str_edge_type
+from pyg_dist.errors import PartitionFormatError
+
+FORMAT_VERSION = 1
+META_FILE = "META.json"
+_PYG_KEYS = ("num_parts", "node_types", "edge_types", "is_hetero")
+
+
+# ----------------------------------------------------------------------------------------- file names
+def meta_path(root) -> Path:
+    return Path(root) / META_FILE
+
+
+def part_dir(root, part: int) -> Path:
+    return Path(root) / f"part_{part}"
+
+
+def graph_path(root, part: int) -> Path:
+    return part_dir(root, part) / "graph.pt"
+
+
+def node_feats_path(root, part: int) -> Path:
+    return part_dir(root, part) / "node_feats.pt"
+
+
+def edge_feats_path(root, part: int) -> Path:
+    return part_dir(root, part) / "edge_feats.pt"
+
+
+def node_map_path(root, ntype: NodeType, is_hetero: bool) -> Path:
+    return Path(root) / "node_map" / f"{ntype}.pt" if is_hetero else Path(root) / "node_map.pt"
+
+
+def edge_map_path(root, etype: EdgeType, is_hetero: bool) -> Path:
+    return (Path(root) / "edge_map" / f"{edge_type_str(etype)}.pt" if is_hetero
+            else Path(root) / "edge_map.pt")
+
+
+def original_node_ids_path(root, ntype: NodeType) -> Path:
+    return Path(root) / "pyg_dist" / "original_ids" / "node" / f"{ntype}.pt"
+
+
+def original_edge_ids_path(root, etype: EdgeType) -> Path:
+    return Path(root) / "pyg_dist" / "original_ids" / "edge" / f"{edge_type_str(etype)}.pt"
+
+
+def full_node_time_path(root, ntype: NodeType) -> Path:
+    return Path(root) / "pyg_dist" / "node_time" / f"{ntype}.pt"
+
+
+# ------------------------------------------------------------------------------------------- the meta
+@dataclass(frozen=True)
+class PartitionMeta:
+    """What a reader needs to know about a partition folder (validated by :func:`read_meta`).
+
+    Attributes:
+        root: The folder.
+        num_parts: Number of partitions (machines).
+        node_types / edge_types: Typed, in order; a homogeneous graph has ``["_N"]`` /
+            ``[("_N", "_E", "_N")]``.
+        is_hetero: Whether the partitioned graph was a ``HeteroData``.
+        method: ``"metis"``, ``"random"``, ``"supernode"``, ``"hybrid"``, or ``"pyg"`` for a folder
+            written by PyG's own ``Partitioner``.
+        base_method: For ``hybrid``, the method that decided node ownership; else equal to ``method``.
+        hybrid: Every partition stores the whole topology (features are still partitioned).
+        sub_parts: Trainers per partition in a two-level split (1 = single level).
+        num_nodes / num_edges: Per type.
+        node_bounds / edge_bounds: Per type, ``[num_parts + 1]`` int64 range table (partition ``p``
+            owns ids ``[bounds[p], bounds[p + 1])``); empty for PyG-written folders.
+        sub_node_bounds: Per node type, ``[num_parts * sub_parts + 1]`` bounds of the trainer ranges
+            (sub-part ``s`` of part ``p`` is index ``p * sub_parts + s``).
+        node_time_types / edge_time_types / weight_types: Types that carry node time, edge time and an
+            ``edge_weight``.
+        is_native: Written by pyg_dist (contiguous ranges) rather than PyG.
+        extra: The raw ``"pyg_dist"`` section (stats, constraints, feature keys, ...).
+    """
+    root: Path
+    num_parts: int
+    node_types: List[NodeType]
+    edge_types: List[EdgeType]
+    is_hetero: bool
+    method: str
+    base_method: str
+    hybrid: bool
+    sub_parts: int
+    num_nodes: Dict[NodeType, int]
+    num_edges: Dict[EdgeType, int]
+    node_bounds: Dict[NodeType, Tensor] = field(default_factory=dict)
+    edge_bounds: Dict[EdgeType, Tensor] = field(default_factory=dict)
+    sub_node_bounds: Dict[NodeType, Tensor] = field(default_factory=dict)
+    node_time_types: List[NodeType] = field(default_factory=list)
+    edge_time_types: List[EdgeType] = field(default_factory=list)
+    weight_types: List[EdgeType] = field(default_factory=list)
+    is_native: bool = True
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def stats(self) -> Dict[str, Any]:
+        return self.extra.get("stats", {})
+
+
+def build_meta_json(meta: PartitionMeta) -> Dict[str, Any]:
+    """The META.json dict for a pyg_dist-written folder (PyG keys + the ``pyg_dist`` section)."""
+    offsets, acc = [], 0
+    for t in meta.node_types:
+        offsets.append(acc)
+        acc += meta.num_nodes[t]
+    section = dict(meta.extra)
+    section.update({
+        "format_version": FORMAT_VERSION, "method": meta.method, "base_method": meta.base_method,
+        "hybrid": meta.hybrid, "sub_parts": meta.sub_parts,
+        "node_types": list(meta.node_types), "edge_types": [list(e) for e in meta.edge_types],
+        "num_nodes": dict(meta.num_nodes),
+        "num_edges": {edge_type_str(e): n for e, n in meta.num_edges.items()},
+        "node_bounds": {t: b.tolist() for t, b in meta.node_bounds.items()},
+        "edge_bounds": {edge_type_str(e): b.tolist() for e, b in meta.edge_bounds.items()},
+        "sub_node_bounds": {t: b.tolist() for t, b in meta.sub_node_bounds.items()},
+        "node_time": list(meta.node_time_types),
+        "edge_time": [edge_type_str(e) for e in meta.edge_time_types],
+        "edge_weight": [edge_type_str(e) for e in meta.weight_types],
+    })
+    return {
+        "num_parts": meta.num_parts,
+        "node_types": list(meta.node_types) if meta.is_hetero else None,
+        "edge_types": [list(e) for e in meta.edge_types] if meta.is_hetero else None,
+        "node_offset": offsets if meta.is_hetero else None,
+        "is_hetero": meta.is_hetero,
+        "is_sorted": True,
+        "pyg_dist": section,
+    }
+
+
+def write_meta(root, meta: PartitionMeta) -> None:
+    with open(meta_path(root), "w") as f:
+        json.dump(build_meta_json(meta), f, indent=1)
+
+
+def read_meta(root) -> PartitionMeta:
+    """Reads and validates ``root/META.json``.
+
+    Args:
+        root: A partition folder written by pyg_dist or by PyG's ``Partitioner``.
+
+    Raises:
+        PartitionFormatError: naming the file, when it is missing, not JSON, or lacks keys.
+
+    Example:
+        >>> meta = read_meta("/tmp/cora-2")  # doctest: +SKIP
+        >>> meta.num_parts, meta.node_bounds["_N"]  # doctest: +SKIP
+        (2, tensor([   0, 1354, 2708]))
+    """
+    path = meta_path(root)
+    if not path.is_file():
+        raise PartitionFormatError(path, "file is missing (not a partition folder, or still being written)")
+    try:
+        with open(path) as f:
+            raw = json.load(f)
+    except (OSError, ValueError) as e:
+        raise PartitionFormatError(path, f"cannot parse JSON: {e}") from None
+    if not isinstance(raw, dict) or any(k not in raw for k in _PYG_KEYS):
+        raise PartitionFormatError(path, f"missing one of the keys {list(_PYG_KEYS)}")
+    try:
+        if "pyg_dist" in raw:
+            return _native_meta(Path(root), raw)
+        return _pyg_meta(Path(root), raw)
+    except (KeyError, TypeError, ValueError) as e:
+        raise PartitionFormatError(path, f"malformed content: {type(e).__name__}: {e}") from None
+
+
+def _native_meta(root: Path, raw: Dict[str, Any]) -> PartitionMeta:
+    s = raw["pyg_dist"]
+    if s.get("format_version") != FORMAT_VERSION:
+        raise PartitionFormatError(meta_path(root), f"format_version {s.get('format_version')!r} is not "
+                                   f"supported (this pyg_dist reads {FORMAT_VERSION})")
+    etypes = [tuple(e) for e in s["edge_types"]]
+    to_t = lambda v: torch.tensor(v, dtype=torch.long)  # noqa: E731
+    num_parts = int(raw["num_parts"])
+    meta = PartitionMeta(
+        root=root, num_parts=num_parts, node_types=list(s["node_types"]), edge_types=etypes,
+        is_hetero=bool(raw["is_hetero"]), method=s["method"], base_method=s["base_method"],
+        hybrid=bool(s["hybrid"]), sub_parts=int(s["sub_parts"]),
+        num_nodes={t: int(n) for t, n in s["num_nodes"].items()},
+        num_edges={str_edge_type(e): int(n) for e, n in s["num_edges"].items()},
+        node_bounds={t: to_t(b) for t, b in s["node_bounds"].items()},
+        edge_bounds={str_edge_type(e): to_t(b) for e, b in s["edge_bounds"].items()},
+        sub_node_bounds={t: to_t(b) for t, b in s["sub_node_bounds"].items()},
+        node_time_types=list(s["node_time"]), edge_time_types=[str_edge_type(e) for e in s["edge_time"]],
+        weight_types=[str_edge_type(e) for e in s["edge_weight"]], is_native=True, extra=s)
+    for t in meta.node_types:
+        b = meta.node_bounds[t]
+        if b.numel() != num_parts + 1 or int(b[-1]) != meta.num_nodes[t] or bool((b[1:] < b[:-1]).any()):
+            raise PartitionFormatError(meta_path(root), f"node_bounds of {t!r} are inconsistent: {b.tolist()}")
+    for e in etypes:
+        if meta.edge_bounds[e].numel() != num_parts + 1:
+            raise PartitionFormatError(meta_path(root), f"edge_bounds of {e!r} have the wrong length")
+    return meta
+
+
+def _pyg_meta(root: Path, raw: Dict[str, Any]) -> PartitionMeta:
+    """A folder written by PyG's Partitioner: sizes come from the node/edge map files."""
+    is_hetero = bool(raw["is_hetero"])
+    ntypes = list(raw["node_types"]) if is_hetero else [HOMO_NODE]
+    etypes = [tuple(e) for e in raw["edge_types"]] if is_hetero else [HOMO_EDGE]
+    num_nodes = {t: _map_len(node_map_path(root, t, is_hetero)) for t in ntypes}
+    num_edges = {e: _map_len(edge_map_path(root, e, is_hetero)) for e in etypes}
+    return PartitionMeta(root=root, num_parts=int(raw["num_parts"]), node_types=ntypes, edge_types=etypes,
+                         is_hetero=is_hetero, method="pyg", base_method="metis", hybrid=False, sub_parts=1,
+                         num_nodes=num_nodes, num_edges=num_edges, is_native=False,
+                         extra={"is_sorted": bool(raw.get("is_sorted", False)),
+                                "node_offset": raw.get("node_offset")})
+
+
+def _map_len(path: Path) -> int:
+    return int(load_tensor(path, mmap=True).numel())
+
+
+def load_tensor(path: Path, mmap: bool = False) -> Any:
+    """``torch.load(weights_only=True)`` with a :class:`PartitionFormatError` naming the file."""
+    if not Path(path).is_file():
+        raise PartitionFormatError(path, "file is missing")
+    try:
+        return torch.load(path, weights_only=True, mmap=mmap, map_location="cpu")
+    except Exception as e:  # torch raises many types for corrupt files
+        raise PartitionFormatError(path, f"cannot load: {type(e).__name__}: {e}") from None

@@ -1,0 +1,192 @@
+"""The partitioner's view of an input graph: typed dicts of tensors, validated once.
+
+:func:`typed_graph` is the boundary converter: it turns a ``Data`` (one node type ``"_N"``, one edge type
+``("_N", "_E", "_N")``) or a ``HeteroData`` into a :class:`TypedGraph`, so everything after it runs one
+code path.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Dict, List
+
+import torch
+from torch import Tensor
+
+from pyg_dist._types import HOMO_EDGE, HOMO_NODE, EdgeType, NodeType
+from pyg_dist.errors import InvalidArgumentError
+
+_WHERE = "Partitioner"
+#: Node attribute names that carry node timestamps / edge attribute names that carry edge timestamps.
+NODE_TIME, EDGE_TIME = "time", "edge_time"
+#: The edge attribute exposed to samplers as the edge weight.
+WEIGHT = "edge_weight"
+_SKIP = {"num_nodes", "edge_index"}
+
+
+@dataclass
+class TypedGraph:
+    """A graph as typed dicts (homogeneous graphs use :data:`HOMO_NODE` / :data:`HOMO_EDGE`).
+
+    Attributes:
+        is_hetero: Whether the input was a ``HeteroData``.
+        num_nodes: Nodes per node type.
+        edge_index: ``[2, E]`` int64 per edge type, per-type node ids (source row 0, destination row 1).
+        node_attrs: Per node type, every per-node attribute except ``time`` (x, y, masks, ...).
+        node_time: Per node type that has one, the int64 ``time`` attribute.
+        edge_attrs: Per edge type, every per-edge attribute except ``edge_index`` and ``edge_time``.
+        edge_time: Per edge type that has one, the ``edge_time`` attribute.
+        graph_attrs: JSON-serialisable graph-level scalars (kept in META).
+    """
+    is_hetero: bool
+    num_nodes: Dict[NodeType, int]
+    edge_index: Dict[EdgeType, Tensor]
+    node_attrs: Dict[NodeType, Dict[str, Tensor]] = field(default_factory=dict)
+    node_time: Dict[NodeType, Tensor] = field(default_factory=dict)
+    edge_attrs: Dict[EdgeType, Dict[str, Tensor]] = field(default_factory=dict)
+    edge_time: Dict[EdgeType, Tensor] = field(default_factory=dict)
+    graph_attrs: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def node_types(self) -> List[NodeType]:
+        return list(self.num_nodes)
+
+    @property
+    def edge_types(self) -> List[EdgeType]:
+        return list(self.edge_index)
+
+    def num_edges(self, edge_type: EdgeType) -> int:
+        return int(self.edge_index[edge_type].size(1))
+
+    def offsets(self) -> Dict[NodeType, int]:
+        """Start of each node type in the concatenated (homogeneous) id space."""
+        out, acc = {}, 0
+        for t, n in self.num_nodes.items():
+            out[t], acc = acc, acc + n
+        return out
+
+    def total_nodes(self) -> int:
+        return sum(self.num_nodes.values())
+
+
+def _stores(data):
+    """(node stores, edge stores) as typed lists; the only homo/hetero branch of the partitioner."""
+    from torch_geometric.data import Data, HeteroData
+    if isinstance(data, HeteroData):
+        return ([(t, data[t]) for t in data.node_types], [(t, data[t]) for t in data.edge_types], True)
+    if isinstance(data, Data):
+        return [(HOMO_NODE, data)], [(HOMO_EDGE, data)], False
+    raise InvalidArgumentError(_WHERE, "data", type(data).__name__, "a torch_geometric Data or HeteroData")
+
+
+def _check_name(name: str, what: str) -> None:
+    if not isinstance(name, str) or not name or "/" in name or name.startswith(".") or "__" in name:
+        raise InvalidArgumentError(_WHERE, what, name,
+                                   "a non-empty name without '/', '__' or a leading '.' (used in file names)")
+
+
+def typed_graph(data) -> TypedGraph:
+    """Converts a ``Data`` / ``HeteroData`` into a validated :class:`TypedGraph`.
+
+    Raises:
+        InvalidArgumentError: on a missing or malformed ``edge_index``, ids out of range, a mask or
+            attribute whose length matches neither the nodes nor the edges, or a non-tensor attribute
+            that cannot be stored in META.
+    """
+    node_stores, edge_stores, is_hetero = _stores(data)
+    g = TypedGraph(is_hetero=is_hetero, num_nodes={}, edge_index={})
+    for ntype, store in node_stores:
+        if is_hetero:
+            _check_name(ntype, "node type")
+        n = store.num_nodes
+        if n is None or n < 0:
+            raise InvalidArgumentError(_WHERE, f"data[{ntype!r}].num_nodes", n, "a known number of nodes")
+        g.num_nodes[ntype] = int(n)
+    for etype, store in edge_stores:
+        if is_hetero:
+            for part in etype:
+                _check_name(part, "edge type")
+        g.edge_index[etype] = _check_edge_index(etype, store, g.num_nodes)
+    for ntype, store in node_stores:
+        _collect_node_attrs(g, ntype, store, is_hetero)
+    for etype, store in edge_stores:
+        _collect_edge_attrs(g, etype, store, is_hetero)
+    _collect_graph_attrs(g, data, is_hetero)
+    return g
+
+
+def _check_edge_index(etype: EdgeType, store, num_nodes: Dict[NodeType, int]) -> Tensor:
+    name = f"data[{etype!r}].edge_index" if etype != HOMO_EDGE else "data.edge_index"
+    ei = store.get("edge_index") if hasattr(store, "get") else getattr(store, "edge_index", None)
+    if ei is None:
+        ei = torch.empty(2, 0, dtype=torch.long)
+    if not isinstance(ei, Tensor) or ei.dim() != 2 or ei.size(0) != 2 or ei.is_floating_point():
+        raise InvalidArgumentError(_WHERE, name, getattr(ei, "shape", type(ei).__name__),
+                                   "an integer tensor of shape [2, num_edges] (sparse layouts unsupported)")
+    ei = ei.long()
+    for row, t in ((0, etype[0]), (1, etype[2])):
+        if ei.size(1) and (int(ei[row].min()) < 0 or int(ei[row].max()) >= num_nodes[t]):
+            raise InvalidArgumentError(_WHERE, name, f"row {row} in [{int(ei[row].min())}, "
+                                       f"{int(ei[row].max())}]", f"node ids in [0, {num_nodes[t]})")
+    return ei
+
+
+def _collect_node_attrs(g: TypedGraph, ntype: NodeType, store, is_hetero: bool) -> None:
+    n = g.num_nodes[ntype]
+    attrs = {}
+    for key, value in store.items():
+        if key in _SKIP or (not is_hetero and _is_edge_level(store, key, value)):
+            continue
+        if not is_hetero and not _is_node_level(store, key, value):
+            continue  # graph-level; handled by _collect_graph_attrs
+        if not isinstance(value, Tensor) or value.dim() == 0 or value.size(0) != n:
+            raise InvalidArgumentError(_WHERE, f"data[{ntype!r}].{key}", getattr(value, "shape", value),
+                                       f"a tensor with one row per node ({n})")
+        if key == NODE_TIME:
+            g.node_time[ntype] = value
+        else:
+            attrs[key] = value
+    g.node_attrs[ntype] = attrs
+
+
+def _collect_edge_attrs(g: TypedGraph, etype: EdgeType, store, is_hetero: bool) -> None:
+    m = g.num_edges(etype)
+    attrs = {}
+    for key, value in store.items():
+        if key in _SKIP or (not is_hetero and not _is_edge_level(store, key, value)):
+            continue
+        if not isinstance(value, Tensor) or value.dim() == 0 or value.size(0) != m:
+            raise InvalidArgumentError(_WHERE, f"data[{etype!r}].{key}", getattr(value, "shape", value),
+                                       f"a tensor with one row per edge ({m})")
+        if key == EDGE_TIME:
+            g.edge_time[etype] = value
+        else:
+            attrs[key] = value
+    g.edge_attrs[etype] = attrs
+
+
+def _is_edge_level(store, key, value) -> bool:
+    return isinstance(value, Tensor) and key != "time" and store.is_edge_attr(key)
+
+
+def _is_node_level(store, key, value) -> bool:
+    if key.endswith("_mask") or key in ("x", "y", "time"):
+        return True  # always per node: a wrong length is an error, not a graph attribute
+    return isinstance(value, Tensor) and store.is_node_attr(key)
+
+
+def _collect_graph_attrs(g: TypedGraph, data, is_hetero: bool) -> None:
+    if is_hetero:
+        items = list(data.to_dict().get("_global_store", {}).items())
+    else:
+        items = [(k, v) for k, v in data.items()
+                 if not (k in _SKIP or _is_edge_level(data, k, v) or _is_node_level(data, k, v))]
+    for key, value in items:
+        if isinstance(value, Tensor) and value.numel() == 1:
+            value = value.item()
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            raise InvalidArgumentError(_WHERE, f"data.{key}", type(value).__name__,
+                                       "a per-node or per-edge tensor, or a JSON-serialisable scalar") from None
+        g.graph_attrs[key] = value

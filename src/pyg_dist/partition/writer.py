@@ -1,0 +1,144 @@
+"""Writes a relabelled graph in PyG's partition layout (plus the ``pyg_dist`` extras), atomically.
+
+Everything goes into a hidden sibling folder first; META.json is written last and the folder is then
+renamed into place, so a crash never leaves a folder that looks complete. Saved objects are plain
+dicts of tensors (``torch.load(weights_only=True)`` works).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Dict, Optional
+
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from pyg_dist._types import HOMO_EDGE, HOMO_NODE, EdgeType, NodeType, untyped
+from pyg_dist.errors import InvalidArgumentError
+from pyg_dist.partition import meta as M
+from pyg_dist.partition.relabel import EdgeOrder, NodeOrder
+from pyg_dist.partition.source import WEIGHT, TypedGraph
+
+_WHERE = "Partitioner"
+
+
+def check_output(out, overwrite: bool) -> Path:
+    """Raises :class:`InvalidArgumentError` unless ``out`` is new, empty, or ``overwrite`` is set."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InvalidArgumentError(_WHERE, "out", str(out), "a folder path (a file exists there)")
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise InvalidArgumentError(_WHERE, "out", str(out), "an empty or new folder (or pass overwrite=True / "
+                                   "--overwrite)")
+    return out
+
+
+def prepare_output(out, overwrite: bool) -> Path:
+    """Checks ``out`` and returns a fresh temporary sibling folder to write into."""
+    out = check_output(out, overwrite)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    return tmp
+
+
+def finalize_output(tmp: Path, out) -> None:
+    """Moves the finished temporary folder to ``out`` (replacing an old folder last)."""
+    out = Path(out)
+    old = None
+    if out.exists():
+        old = out.parent / f".{out.name}.old-{os.getpid()}"
+        out.rename(old)
+    tmp.rename(out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _save(obj, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(obj, path)
+
+
+def _take(t: Tensor, idx: Tensor) -> Tensor:
+    return t.index_select(0, idx)
+
+
+def graph_part(g: TypedGraph, et: EdgeType, eo: EdgeOrder, dst: NodeOrder, p: int,
+               hybrid: bool) -> Dict[str, object]:
+    """``graph.pt`` entry of one edge type: in-edges of owned destinations (all edges in hybrid).
+
+    Keys: PyG's ``row`` / ``col`` (global ids), ``edge_id``, ``size``; plus ``colptr`` (CSC over the
+    destination range ``[dst_start, dst_end)``), ``dst_start``, ``dst_end``; in hybrid also the
+    per-edge ``edge_time`` / ``weight`` the sampler needs (elsewhere they live in ``edge_feats.pt``).
+    """
+    if hybrid:
+        lo, hi, d_lo, d_hi = 0, eo.row.numel(), 0, g.num_nodes[et[2]]
+    else:
+        lo, hi = int(eo.bounds[p]), int(eo.bounds[p + 1])
+        d_lo, d_hi = int(dst.bounds[p]), int(dst.bounds[p + 1])
+    out = {"row": eo.row[lo:hi].clone(), "col": eo.col[lo:hi].clone(), "edge_id": torch.arange(lo, hi),
+           "size": (g.num_nodes[et[0]], g.num_nodes[et[2]]),
+           "colptr": eo.colptr[d_lo:d_hi + 1] - lo, "dst_start": d_lo, "dst_end": d_hi}
+    if hybrid:
+        if et in g.edge_time:
+            out["edge_time"] = _take(g.edge_time[et], eo.perm)
+        if WEIGHT in g.edge_attrs[et]:
+            out["weight"] = _take(g.edge_attrs[et][WEIGHT], eo.perm)
+    return out
+
+
+def node_part(g: TypedGraph, t: NodeType, no: NodeOrder, p: int) -> Dict[str, object]:
+    """``node_feats.pt`` entry: ``global_id``, ``feats`` (every node attribute), ``time`` of owned nodes."""
+    lo, hi = int(no.bounds[p]), int(no.bounds[p + 1])
+    idx = no.perm[lo:hi]
+    out = {"global_id": torch.arange(lo, hi),
+           "feats": {k: _take(v, idx) for k, v in g.node_attrs.get(t, {}).items()}}
+    if t in g.node_time:
+        out["time"] = _take(g.node_time[t], idx)
+    return out
+
+
+def edge_part(g: TypedGraph, et: EdgeType, eo: EdgeOrder, p: int) -> Optional[Dict[str, object]]:
+    """``edge_feats.pt`` entry of owned edges, or ``None`` when the type has no attributes or time."""
+    attrs = g.edge_attrs.get(et, {})
+    if not attrs and et not in g.edge_time:
+        return None
+    lo, hi = int(eo.bounds[p]), int(eo.bounds[p + 1])
+    idx = eo.perm[lo:hi]
+    out = {"global_id": torch.arange(lo, hi), "feats": {k: _take(v, idx) for k, v in attrs.items()}}
+    if et in g.edge_time:
+        out["edge_time"] = _take(g.edge_time[et], idx)
+    return out
+
+
+def write_parts(root: Path, g: TypedGraph, nodes: Dict[NodeType, NodeOrder],
+                edges: Dict[EdgeType, EdgeOrder], num_parts: int, hybrid: bool, progress: bool) -> None:
+    """Writes ``part_<i>/{graph,node_feats,edge_feats}.pt`` for every partition."""
+    h = g.is_hetero
+    for p in tqdm(range(num_parts), desc="writing partitions", disable=not progress):
+        graph = {et: graph_part(g, et, eo, nodes[et[2]], p, hybrid) for et, eo in edges.items()}
+        _save(untyped(graph, HOMO_EDGE, h), M.graph_path(root, p))
+        del graph
+        nfeat = {t: node_part(g, t, no, p) for t, no in nodes.items()}
+        _save(untyped(nfeat, HOMO_NODE, h), M.node_feats_path(root, p))
+        del nfeat
+        efeat = {et: e for et, eo in edges.items() if (e := edge_part(g, et, eo, p)) is not None}
+        _save(untyped(efeat, HOMO_EDGE, h) if h else efeat.get(HOMO_EDGE, {}), M.edge_feats_path(root, p))
+
+
+def write_maps(root: Path, g: TypedGraph, nodes: Dict[NodeType, NodeOrder],
+               edges: Dict[EdgeType, EdgeOrder], num_parts: int) -> None:
+    """``node_map`` / ``edge_map`` (id -> partition, PyG layout), original ids and full node time."""
+    parts = torch.arange(num_parts)
+    for t, no in nodes.items():
+        _save(torch.repeat_interleave(parts, torch.diff(no.bounds)), M.node_map_path(root, t, g.is_hetero))
+        _save(no.perm, M.original_node_ids_path(root, t))
+        if t in g.node_time:
+            _save(_take(g.node_time[t], no.perm), M.full_node_time_path(root, t))
+    for et, eo in edges.items():
+        _save(torch.repeat_interleave(parts, torch.diff(eo.bounds)), M.edge_map_path(root, et, g.is_hetero))
+        _save(eo.perm, M.original_edge_ids_path(root, et))

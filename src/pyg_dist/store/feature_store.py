@@ -1,0 +1,336 @@
+"""``LocalFeatureStore``: node and edge attributes of one partition, answering for ANY global id.
+
+Rows this partition owns come from memory (memory-mapped by default, so a trainer and its sampler
+workers share one copy through the page cache); rows other partitions own come from their stores
+over pyg_dist's RPC (:mod:`pyg_dist.store.lookup`). Attributes per group: every node attribute of the
+folder (``x``, ``y``, the masks, ...) plus ``time``; every edge attribute (``edge_attr``,
+``edge_weight``, ...) plus ``edge_time``.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import Tensor
+from torch_geometric.data import FeatureStore, TensorAttr
+from torch_geometric.data.feature_store import _FieldStatus
+
+from pyg_dist._types import HOMO_EDGE, HOMO_NODE
+from pyg_dist.errors import InvalidArgumentError, PyGDistError
+from pyg_dist.partition.reader import PartitionData
+from pyg_dist.store import lookup as L
+from pyg_dist.store.folder import open_partition
+
+_WHERE = "LocalFeatureStore"
+Group = Union[str, Tuple[str, str, str]]
+#: Attribute each kind of group is asked for when ``attr_names`` is not given.
+DEFAULT_NODE_ATTR, DEFAULT_EDGE_ATTR = "x", "edge_attr"
+
+
+class GlobalTensorAttr(TensorAttr):
+    """A :class:`TensorAttr` whose ``index`` defaults to ``None`` (= this partition's whole block)."""
+
+    def __init__(self, group_name=_FieldStatus.UNSET, attr_name=_FieldStatus.UNSET, index=None):
+        super().__init__(group_name, attr_name, index)
+
+
+def check_ids(where: str, ids: Any, num: int, group) -> Tuple[Tensor, Optional[Tuple[int, int]]]:
+    """``ids`` as a contiguous 1-D int64 tensor of ids in ``[0, num)`` and their ``(min, max)`` (None if
+    empty), or InvalidArgumentError."""
+    if not isinstance(ids, Tensor):
+        try:
+            ids = torch.as_tensor(ids)
+        except (TypeError, ValueError, RuntimeError):
+            raise InvalidArgumentError(where, "ids", ids, "a 1-D integer tensor of global ids") from None
+    if ids.dim() != 1 or ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        raise InvalidArgumentError(where, "ids", ids, "a 1-D integer tensor of global ids")
+    ids = ids.to(device="cpu", dtype=torch.int64).contiguous()  # stores live in CPU memory
+    if not ids.numel():
+        return ids, None
+    arr = ids.numpy()  # single-threaded numpy: no OpenMP region for an 8-byte-per-id pass
+    lo, hi = int(arr.min()), int(arr.max())
+    if lo < 0 or hi >= num:
+        raise InvalidArgumentError(where, "ids", f"ids in [{lo}, {hi}]", f"global ids of {group!r} in [0, {num})")
+    return ids, (lo, hi)
+
+
+class LocalFeatureStore(FeatureStore):
+    """PyG ``FeatureStore`` over one partition; indices are GLOBAL ids of the partitioned graph.
+
+    Build it with :meth:`from_partition` (or :func:`pyg_dist.store.load_stores` for both stores at
+    once). Call :meth:`serve` before ``init_rpc`` in every process that answers for its partition.
+
+    Example:
+        >>> fs = LocalFeatureStore.from_partition("/tmp/demo-2", 0)           # doctest: +SKIP
+        >>> fs.serve()                                                         # doctest: +SKIP
+        >>> with rpc_session(ctx):                                             # doctest: +SKIP
+        ...     x = fs.lookup_features(torch.tensor([5, 1999, 7]))             # any mix of partitions
+        ...     y = fs.get_tensor(None, "y", torch.tensor([1999]))             # PyG interface
+    """
+
+    def __init__(self, data: PartitionData, mmap: bool = False):
+        super().__init__(tensor_attr_cls=GlobalTensorAttr)
+        self.partition_meta, self.book = data.meta, data.book
+        self.partition, self._mmap = data.part, mmap
+        cols: Dict[Group, Dict[str, Tensor]] = {t: {} for t in data.meta.node_types}
+        cols.update({e: {} for e in data.meta.edge_types})
+        for t, nf in data.node_feats.items():
+            cols[t].update(nf.feats)
+            if nf.time is not None:
+                cols[t]["time"] = nf.time
+        for e, ef in data.edge_feats.items():
+            cols[e].update(ef.feats)
+            if ef.edge_time is not None:
+                cols[e]["edge_time"] = ef.edge_time
+        self._cols = cols
+
+    @classmethod
+    def from_partition(cls, root, part: Optional[int] = None, *, ctx=None, mmap: bool = True) -> "LocalFeatureStore":
+        """Opens partition ``part`` of the folder ``root`` (see :func:`pyg_dist.store.load_stores`)."""
+        return cls(open_partition(f"{_WHERE}.from_partition", root, part, ctx, mmap), mmap=mmap)
+
+    def __reduce__(self):  # pickled (spawned workers): re-open the folder; mmap keeps one copy
+        return (_reopen, (str(self.partition_meta.root), self.partition, self._mmap))
+
+    # ------------------------------------------------------------------ description
+    @property
+    def num_partitions(self) -> int:
+        return self.partition_meta.num_parts
+
+    @property
+    def partition_idx(self) -> int:
+        """This store's partition (PyG's name)."""
+        return self.partition
+
+    @property
+    def is_hetero(self) -> bool:
+        return self.partition_meta.is_hetero
+
+    @property
+    def node_types(self) -> List[str]:
+        return list(self.partition_meta.node_types)
+
+    @property
+    def edge_types(self) -> List[Tuple[str, str, str]]:
+        return list(self.partition_meta.edge_types)
+
+    def attr_names(self, group_name=None, is_node: Optional[bool] = None) -> List[str]:
+        """The attributes stored for a group (``None`` = the homogeneous node type)."""
+        return sorted(self._cols[self._group("attr_names", group_name, is_node)])
+
+    def has_edge_attr(self) -> bool:
+        """Whether any edge type carries ``edge_attr``."""
+        return any(DEFAULT_EDGE_ATTR in self._cols[e] for e in self.edge_types)
+
+    def get_global_id(self, group_name=None, mask: Optional[str] = None, is_node: Optional[bool] = None) -> Tensor:
+        """Global ids this partition owns (row ``i`` of every local tensor is ``get_global_id()[i]``).
+
+        Args:
+            group_name: Node type, edge type, or ``None`` for the homogeneous node type.
+            mask: Name of a boolean attribute (e.g. ``"train_mask"``): only owned ids where it is set.
+            is_node: With ``group_name=None``, ``False`` selects the homogeneous edge type.
+        """
+        group = self._group("get_global_id", group_name, is_node)
+        ids = self.book.owned_ids(group, self.partition)
+        if mask is None:
+            return ids
+        col = self._column("get_global_id", group, mask)
+        if col.dtype != torch.bool or col.dim() != 1:
+            raise InvalidArgumentError(f"{_WHERE}.get_global_id", "mask", mask, "the name of a 1-D boolean attribute")
+        return ids[col]
+
+    def num_items(self, group_name=None, is_node: Optional[bool] = None) -> int:
+        """Number of nodes / edges of the group in the whole graph."""
+        return self.book.num_items(self._group("num_items", group_name, is_node))
+
+    # ------------------------------------------------------------------ lookups
+    def lookup_features(self, ids, is_node_feat: bool = True, input_type=None,
+                        attr_names: Union[None, str, Sequence[str]] = None, timeout: Optional[float] = None):
+        """Rows of global ``ids`` (local and remote, any mix), in the requested order.
+
+        Args:
+            ids: 1-D integer global ids of ``input_type`` (repeats allowed).
+            is_node_feat: Node (``True``) or edge (``False``) attributes.
+            input_type: Node or edge type; ``None`` in a homogeneous graph.
+            attr_names: ``None`` (``"x"`` for nodes, ``"edge_attr"`` for edges) or one name: returns a
+                tensor; a list of names: returns ``{name: tensor}``.
+            timeout: Seconds per remote call (default: ``init_rpc``'s ``call_timeout``).
+
+        Raises:
+            InvalidArgumentError: unknown type or attribute, ids that are not global ids of the type.
+            RemoteCallError / RpcTimeoutError: a remote partition failed or did not answer.
+            NotInitializedError: remote ids but no RPC world in this process.
+
+        Example:
+            >>> fs.lookup_features(torch.tensor([3, 0]), attr_names=["x", "y"])  # doctest: +SKIP
+            {'x': tensor([[...], [...]]), 'y': tensor([1, 4])}
+        """
+        return self.lookup_features_async(ids, is_node_feat, input_type, attr_names, timeout).wait()
+
+    def lookup_features_async(self, ids, is_node_feat: bool = True, input_type=None,
+                              attr_names: Union[None, str, Sequence[str]] = None,
+                              timeout: Optional[float] = None) -> L.LookupFuture:
+        """Like :meth:`lookup_features`, but returns at once: ``await`` the result or ``.wait()``."""
+        where = f"{_WHERE}.lookup_features"
+        if not isinstance(is_node_feat, bool):
+            raise InvalidArgumentError(where, "is_node_feat", is_node_feat, "a bool")
+        group = self._group("lookup_features", input_type, is_node_feat, arg="input_type")
+        single = attr_names is None or isinstance(attr_names, str)
+        if attr_names is None:
+            attr_names = DEFAULT_NODE_ATTR if is_node_feat else DEFAULT_EDGE_ATTR
+        names = self._names(where, group, [attr_names] if single else attr_names)
+        query = L.FeatureQuery(group, names, *check_ids(where, ids, self.book.num_items(group), group))
+        finish = (lambda outs: outs[0][names[0]]) if single else (lambda outs: outs[0])
+        return L.start_lookup(self.book, self.partition, self._serve_column, [query], finish,
+                              L.check_timeout(where, timeout))
+
+    def lookup_many_async(self, ids: Mapping[Any, Any], attr_names: Mapping[Any, Sequence[str]],
+                          timeout: Optional[float] = None) -> L.LookupFuture:
+        """Several groups in one round: at most one request per remote partition.
+
+        Args:
+            ids: Group (node type or edge type; typed keys such as ``"_N"`` work) -> global ids.
+            attr_names: Group -> attribute names (every group of ``ids`` needs an entry).
+            timeout: Seconds per remote call.
+
+        Returns:
+            A :class:`~pyg_dist.store.lookup.LookupFuture` resolving to ``{group: {name: tensor}}``
+            with the keys of ``ids``.
+
+        Example:
+            >>> fut = fs.lookup_many_async({"paper": pid, ("paper", "cites", "paper"): eid},  # doctest: +SKIP
+            ...                            {"paper": ["x", "y"], ("paper", "cites", "paper"): ["edge_attr"]})
+            >>> out = fut.wait()                                                            # doctest: +SKIP
+        """
+        where = f"{_WHERE}.lookup_many_async"
+        if not isinstance(ids, Mapping) or not isinstance(attr_names, Mapping):
+            raise InvalidArgumentError(where, "ids", type(ids).__name__, "a dict of group -> ids, with a dict "
+                                       "of group -> attribute names")
+        keys, queries = list(ids), []
+        for key in keys:
+            group = self._group("lookup_many_async", key, None, arg="ids")
+            if key not in attr_names:
+                raise InvalidArgumentError(where, "attr_names", sorted(map(str, attr_names)), f"an entry for {key!r}")
+            names = self._names(where, group, attr_names[key])
+            queries.append(L.FeatureQuery(group, names, *check_ids(where, ids[key], self.book.num_items(group), group)))
+        finish = lambda outs: dict(zip(keys, outs))  # noqa: E731
+        return L.start_lookup(self.book, self.partition, self._serve_column, queries, finish,
+                              L.check_timeout(where, timeout))
+
+    # ------------------------------------------------------------------ serving remote lookups
+    def serve(self, replace: bool = False) -> None:
+        """Answers remote lookups in this process with this store (register before ``init_rpc``).
+
+        One store per process serves: ``replace=True`` replaces another store that serves already.
+        """
+        from pyg_dist import rpc
+
+        if L.LOOKUP_OP in rpc.registered_callees():
+            from pyg_dist.rpc.callees import lookup as registered
+            old = getattr(registered(L.LOOKUP_OP), "__self__", None)
+            if old is self:
+                return
+            if not replace:
+                who = f"partition {old.partition}" if isinstance(old, LocalFeatureStore) else repr(old)
+                raise InvalidArgumentError(f"{_WHERE}.serve", "replace", replace,
+                                           f"True to replace the lookup callee already registered ({who})")
+        rpc.register_callee(L.LOOKUP_OP, self._serve_request, replace=True)
+
+    def stop_serving(self) -> None:
+        """Unregisters this store's lookup callee (no-op when another one, or none, is registered)."""
+        from pyg_dist import rpc
+        from pyg_dist.rpc.callees import lookup as registered
+
+        if L.LOOKUP_OP in rpc.registered_callees() and getattr(registered(L.LOOKUP_OP), "__self__", None) is self:
+            rpc.unregister_callee(L.LOOKUP_OP)
+
+    def _serve_request(self, req: L.LookupRequest) -> L.LookupReply:
+        return L.serve_request(self.book, self.partition, self._serve_column, req)
+
+    def _serve_column(self, group, name: str) -> Tensor:
+        return self._column("lookup", group, name)
+
+    # ------------------------------------------------------------------ PyG FeatureStore interface
+    def _get_tensor(self, attr: TensorAttr) -> Optional[Tensor]:
+        """Whole local block (``index=None``) or the rows of global ids ``index`` (remote included)."""
+        group = self._group("get_tensor", attr.group_name, None, arg="group_name")
+        col = self._column("get_tensor", group, attr.attr_name)
+        if attr.index is None:
+            return col
+        if isinstance(attr.index, slice):
+            raise InvalidArgumentError(f"{_WHERE}.get_tensor", "index", attr.index,
+                                       "None or a 1-D tensor of global ids (no slices: rows are global ids)")
+        return self.lookup_features(attr.index, isinstance(group, str), group, attr.attr_name)
+
+    def get_tensor_from_global_id(self, *args, **kwargs) -> Tensor:
+        """PyG's name for :meth:`get_tensor` with global ids (``index`` must be given)."""
+        attr = self._tensor_attr_cls.cast(*args, **kwargs)
+        if attr.index is None:
+            raise InvalidArgumentError(f"{_WHERE}.get_tensor_from_global_id", "index", None, "global ids")
+        return self.get_tensor(attr)
+
+    def _get_tensor_size(self, attr: TensorAttr) -> Tuple[int, ...]:
+        """GLOBAL size: (number of nodes or edges of the group in the whole graph, *row shape)."""
+        group = self._group("get_tensor_size", attr.group_name, None, arg="group_name")
+        col = self._column("get_tensor_size", group, attr.attr_name)
+        return (self.book.num_items(group),) + tuple(col.shape[1:])
+
+    def get_all_tensor_attrs(self) -> List[TensorAttr]:
+        """Every (group, attribute); homogeneous groups are named ``None`` / ``(None, None)`` as in PyG."""
+        out = []
+        for group, cols in self._cols.items():
+            public = group
+            if not self.is_hetero:
+                public = None if group == HOMO_NODE else (None, None)
+            out.extend(GlobalTensorAttr(public, name) for name in sorted(cols))
+        return out
+
+    def _put_tensor(self, tensor, attr) -> bool:
+        raise PyGDistError(f"{_WHERE} is read-only: its tensors come from the partition folder; "
+                           "partition the graph again to change attributes")
+
+    def _remove_tensor(self, attr) -> bool:
+        raise PyGDistError(f"{_WHERE} is read-only: its tensors come from the partition folder")
+
+    def __repr__(self) -> str:
+        return (f"{_WHERE}(root='{self.partition_meta.root}', partition={self.partition}/{self.num_partitions}, "
+                f"groups={len(self._cols)}, mmap={self._mmap})")
+
+    # ------------------------------------------------------------------ helpers
+    def _group(self, method: str, group, is_node: Optional[bool], arg: str = "group_name"):
+        """The typed key of a public group name (PyG's ``None`` / ``(None, None)`` for homogeneous)."""
+        where = f"{_WHERE}.{method}"
+        if group is None or (isinstance(group, (tuple, list)) and tuple(group) == (None, None)):
+            if self.is_hetero:
+                raise InvalidArgumentError(where, arg, group, f"a node type in {self.node_types} or an edge "
+                                           f"type in {self.edge_types} (the graph is heterogeneous)")
+            edge = (group is not None) if is_node is None else not is_node
+            return HOMO_EDGE if edge else HOMO_NODE
+        key = tuple(group) if isinstance(group, list) else group
+        if not isinstance(key, (str, tuple)) or key not in self._cols:
+            raise InvalidArgumentError(where, arg, group, f"a node type in {self.node_types} or an edge type "
+                                       f"in {self.edge_types}")
+        if is_node is not None and isinstance(key, str) != is_node:
+            raise InvalidArgumentError(where, arg, group, f"a {'node' if is_node else 'edge'} type "
+                                       f"(is_node_feat={is_node})")
+        return key
+
+    def _column(self, method: str, group, name) -> Tensor:
+        col = self._cols[group].get(name) if isinstance(name, str) else None
+        if col is None:
+            raise InvalidArgumentError(f"{_WHERE}.{method}", "attr_name", name,
+                                       f"an attribute of {group!r}, one of {sorted(self._cols[group])}")
+        return col
+
+    def _names(self, where: str, group, names) -> Tuple[str, ...]:
+        if isinstance(names, str) or not isinstance(names, Sequence) or not names:
+            raise InvalidArgumentError(where, "attr_names", names, "a non-empty list of attribute names")
+        for name in names:
+            self._column(where.split(".", 1)[-1], group, name)
+        if len(set(names)) != len(names):
+            raise InvalidArgumentError(where, "attr_names", names, "distinct attribute names")
+        return tuple(names)
+
+
+def _reopen(root: str, part: int, mmap: bool) -> LocalFeatureStore:
+    return LocalFeatureStore.from_partition(root, part, mmap=mmap)

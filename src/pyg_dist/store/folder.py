@@ -1,0 +1,104 @@
+"""Opening a partition for the stores: check the folder against the world first, then load.
+
+Every check here runs before any training starts and fails with a
+:class:`~pyg_dist.errors.PartitionFormatError` naming the file: META.json missing or corrupt, a
+partition count that differs from the world's, a missing partition file (of *any* partition, so
+every rank fails at once instead of waiting for the one whose file is gone), or tensors whose sizes
+disagree with META.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from pyg_dist.errors import InvalidArgumentError, PartitionFormatError
+from pyg_dist.partition import meta as M
+from pyg_dist.partition.book import PartitionBook
+from pyg_dist.partition.reader import PartitionData, load_partition
+
+
+def owned_count(book, type_, part: int) -> int:
+    """Number of ids of ``type_`` that ``part`` owns (no id list for range books)."""
+    if isinstance(book, PartitionBook):
+        start, end = book.owned_range(type_, part)
+        return end - start
+    return int(book.owned_ids(type_, part).numel())
+
+
+def resolve_part(where: str, meta: M.PartitionMeta, part: Optional[int], ctx) -> int:
+    """The partition to load: ``part``, or the context's; checks the folder matches the world."""
+    if ctx is not None:
+        from pyg_dist.context import DistContext
+
+        if not isinstance(ctx, DistContext):
+            raise InvalidArgumentError(where, "ctx", ctx, "a pyg_dist.context.DistContext or None")
+        if ctx.num_partitions != meta.num_parts:
+            raise PartitionFormatError(M.meta_path(meta.root),
+                                       f"the folder has {meta.num_parts} partitions but the world expects "
+                                       f"{ctx.num_partitions} (DistContext.num_partitions); partition the "
+                                       "graph again or launch a matching world")
+        if part is None:
+            part = ctx.partition
+    if part is None:
+        raise InvalidArgumentError(where, "part", part, "a partition index (or pass ctx=DistContext)")
+    if isinstance(part, bool) or not isinstance(part, int) or not 0 <= part < meta.num_parts:
+        raise InvalidArgumentError(where, "part", part, f"an int in [0, {meta.num_parts})")
+    return part
+
+
+def check_files(meta: M.PartitionMeta) -> None:
+    """Every partition's graph and node files exist (edge files too in pyg_dist folders)."""
+    for p in range(meta.num_parts):
+        paths = [M.graph_path(meta.root, p), M.node_feats_path(meta.root, p)]
+        if meta.is_native:
+            paths.append(M.edge_feats_path(meta.root, p))
+        for path in paths:
+            if not path.is_file():
+                raise PartitionFormatError(path, "file is missing (incomplete copy of the partition folder?)")
+
+
+def _rows(path, what: str, tensor, expected: int) -> None:
+    if tensor is not None and (tensor.dim() == 0 or tensor.size(0) != expected):
+        raise PartitionFormatError(path, f"{what} has {tuple(tensor.shape)} rows; expected {expected} (one per "
+                                   "owned item, as META.json's bounds say)")
+
+
+def check_sizes(pd: PartitionData) -> None:
+    """Owned-row counts of every node / edge attribute and CSC lengths agree with the book."""
+    meta, p, book = pd.meta, pd.part, pd.book
+    nfile, efile, gfile = (M.node_feats_path(meta.root, p), M.edge_feats_path(meta.root, p),
+                           M.graph_path(meta.root, p))
+    for t in meta.node_types:
+        nf = pd.node_feats.get(t)
+        n = owned_count(book, t, p)
+        if nf is None:
+            if n and meta.is_native:
+                raise PartitionFormatError(nfile, f"no entry for node type {t!r}")
+            continue
+        _rows(nfile, f"global_id of {t!r}", nf.global_id, n)
+        for name, value in nf.feats.items():
+            _rows(nfile, f"attribute {name!r} of {t!r}", value, n)
+        _rows(nfile, f"time of {t!r}", nf.time, n)
+    for e, ef in pd.edge_feats.items():
+        n = owned_count(book, e, p)
+        _rows(efile, f"global_id of {e!r}", ef.global_id, n)
+        for name, value in ef.feats.items():
+            _rows(efile, f"attribute {name!r} of {e!r}", value, n)
+        _rows(efile, f"edge_time of {e!r}", ef.edge_time, n)
+    for e, g in pd.graph.items():
+        if g.colptr.numel() != g.dst_end - g.dst_start + 1 or int(g.colptr[-1]) != g.row.numel() \
+                or g.edge_id.numel() != g.row.numel():
+            raise PartitionFormatError(gfile, f"CSC of {e!r} is inconsistent: colptr {g.colptr.numel()} for "
+                                       f"destinations [{g.dst_start}, {g.dst_end}), {g.row.numel()} rows, "
+                                       f"{g.edge_id.numel()} edge ids")
+
+
+def open_partition(where: str, root, part: Optional[int], ctx, mmap: bool) -> PartitionData:
+    """Validates the folder against the world and loads partition ``part`` (see module doc)."""
+    if not isinstance(mmap, bool):
+        raise InvalidArgumentError(where, "mmap", mmap, "a bool")
+    meta = M.read_meta(root)
+    part = resolve_part(where, meta, part, ctx)
+    check_files(meta)
+    pd = load_partition(root, part, mmap=mmap)
+    check_sizes(pd)
+    return pd

@@ -1,0 +1,126 @@
+"""The command line (in-process main() and the real script) and the linear-time kernels."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from pyg_dist.datasets.planetoid import shared_data_root
+from pyg_dist.partition import load_partition, read_meta
+from pyg_dist.partition.cli import main
+from pyg_dist.partition.kernels import relabel_csc, symmetric_csr
+from pyg_dist.partition.metis import metis_kway
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_cli_synthetic_hetero_two_level(tmp_path, capsys):
+    rc = main(["--dataset", "synthetic", "--num-nodes", "900", "--avg-degree", "6", "--hetero", "--node-time",
+               "--edge-time", "--num-parts", "3", "--method", "supernode", "--num-clusters", "30",
+               "--sub-parts", "2", "--out", str(tmp_path / "o"), "--quiet"])
+    assert rc == 0
+    meta = read_meta(tmp_path / "o")
+    assert meta.is_hetero and meta.sub_parts == 2 and meta.method == "supernode"
+    assert meta.node_time_types == ["paper", "author", "field"] and len(meta.edge_time_types) == 9
+    assert "edge cut" in capsys.readouterr().out
+
+
+def test_cli_edgelist_hybrid(tmp_path):
+    folder = tmp_path / "g"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    np.savetxt(folder / "edges.txt", rng.integers(0, 50, (200, 2)), fmt="%d")
+    np.save(folder / "feat.npy", rng.normal(size=(50, 3)).astype(np.float32))
+    rc = main(["--dataset", "edgelist", "--root", str(folder), "--undirected", "--attr", f"x={folder / 'feat.npy'}",
+               "--num-parts", "2", "--method", "hybrid", "--base-method", "random", "--out", str(tmp_path / "o"),
+               "--quiet"])
+    assert rc == 0
+    pd = load_partition(tmp_path / "o", 1)
+    assert pd.meta.hybrid and pd.graph[("_N", "_E", "_N")].row.numel() == 400
+    assert pd.node_feats["_N"].feats["x"].shape == (25, 3)
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--num-nodes", "100", "--num-parts", "0"], "num_parts"),
+    (["--num-nodes", "100", "--num-parts", "2", "--method", "kmeans"], "method"),
+    (["--num-nodes", "-5", "--num-parts", "2"], "num_nodes"),
+])
+def test_cli_user_errors_exit_2(tmp_path, capsys, argv, needle):
+    rc = main(["--dataset", "synthetic", "--out", str(tmp_path / "o"), "--quiet"] + argv)
+    assert rc == 2 and needle in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_cli_refuses_non_empty_out_and_unreadable_input(tmp_path, capsys):
+    (tmp_path / "o").mkdir()
+    (tmp_path / "o" / "f").write_text("x")
+    assert main(["--dataset", "synthetic", "--num-parts", "2", "--out", str(tmp_path / "o")]) == 2
+    assert "overwrite" in capsys.readouterr().err
+    (tmp_path / "bad.pt").write_bytes(b"garbage")
+    assert main(["--dataset", "products_like", "--root", str(tmp_path / "bad.pt"), "--num-parts", "2",
+                 "--out", str(tmp_path / "p")]) == 2
+    assert "root" in capsys.readouterr().err
+
+
+def test_script_on_cora(tmp_path):
+    root = shared_data_root() / "planetoid"
+    if not (root / "Cora" / "raw").is_dir():
+        pytest.skip(f"Cora raw files not found under {root}")
+    out = tmp_path / "cora-2"
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "partition_graph.py"), "--dataset", "cora",
+                           "--root", str(root), "--num-parts", "2", "--method", "metis", "--out", str(out),
+                           "--quiet"], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    meta = read_meta(out)
+    assert meta.num_nodes["_N"] == 2708 and meta.num_edges[("_N", "_E", "_N")] == 10556
+    assert meta.stats["edge_cut"] < 0.15  # Cora's 2-way METIS cut is a few percent
+    train = sum(int(load_partition(out, p).node_feats["_N"].feats["train_mask"].sum()) for p in range(2))
+    assert train == 140
+
+
+def test_symmetric_csr_matches_oracle():
+    gen = torch.Generator().manual_seed(0)
+    for n, m, presort in [(1, 0, False), (40, 300, False), (40, 300, True), (7, 49, False)]:
+        s, d = torch.randint(0, n, (m,), generator=gen), torch.randint(0, n, (m,), generator=gen)
+        if presort:
+            key = torch.unique(s * n + d)
+            s, d = key // n, key % n
+        xadj, adj = symmetric_csr(s, d, n)
+        keep = s != d
+        key = torch.unique(torch.cat([s[keep] * n + d[keep], d[keep] * n + s[keep]]))
+        ptr = torch.zeros(n + 1, dtype=torch.long)
+        ptr[1:] = torch.cumsum(torch.bincount(key // n, minlength=n), 0)
+        assert np.array_equal(xadj, ptr.numpy()) and np.array_equal(adj, (key % n).numpy())
+
+
+def test_relabel_csc_is_stable_dst_sort():
+    gen = torch.Generator().manual_seed(1)
+    ei = torch.randint(0, 30, (2, 500), generator=gen)
+    inv_s, inv_d = torch.randperm(30, generator=gen), torch.randperm(30, generator=gen)
+    perm, row, col, ptr = relabel_csc(ei, inv_s, inv_d, 30)
+    ref = torch.sort(inv_d[ei[1]], stable=True).indices
+    assert torch.equal(perm, ref) and torch.equal(row, inv_s[ei[0]][ref]) and torch.equal(col, inv_d[ei[1]][ref])
+    assert torch.equal(ptr, torch.searchsorted(col, torch.arange(31)))
+    time_order = torch.randperm(500, generator=gen)
+    perm2, *_ = relabel_csc(ei, inv_s, inv_d, 30, time_order)
+    assert torch.equal(perm2, time_order[torch.sort(inv_d[ei[1]][time_order], stable=True).indices])
+
+
+def test_metis_honours_every_constraint():
+    """pymetis.part_graph would read one weight per vertex; the ctypes call balances all three."""
+    from pyg_dist.datasets.synthetic import dcsbm_edges
+    n = 6000
+    s, d = dcsbm_edges(n, 30000, community_size=100, seed=1)
+    xadj, adj = symmetric_csr(s, d, n)
+    gen = torch.Generator().manual_seed(2)
+    skew = (torch.arange(n) < n // 10).long() * 5  # heavy weight on a tenth of the ids
+    w = torch.stack([torch.ones(n, dtype=torch.long), skew[torch.randperm(n, generator=gen)],
+                     torch.from_numpy(np.diff(xadj))], 1).numpy()
+    part, _ = metis_kway(xadj, adj, 4, w, seed=0, ufactor=30)
+    for j in range(3):
+        per = np.bincount(part.numpy(), weights=w[:, j], minlength=4)
+        assert per.max() / per.mean() < 1.05, (j, per)
