@@ -19,7 +19,7 @@ from pyg_dist._types import HOMO_EDGE, HOMO_NODE
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
 from pyg_dist.partition.reader import PartitionData
 from pyg_dist.store import lookup as L
-from pyg_dist.store.folder import open_partition
+from pyg_dist.store.folder import PartitionStoreMixin
 
 _WHERE = "LocalFeatureStore"
 Group = Union[str, Tuple[str, str, str]]
@@ -54,7 +54,7 @@ def check_ids(where: str, ids: Any, num: int, group) -> Tuple[Tensor, Optional[T
     return ids, (lo, hi)
 
 
-class LocalFeatureStore(FeatureStore):
+class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
     """PyG ``FeatureStore`` over one partition; indices are GLOBAL ids of the partitioned graph.
 
     Build it with :meth:`from_partition` (or :func:`pyg_dist.store.load_stores` for both stores at
@@ -70,8 +70,7 @@ class LocalFeatureStore(FeatureStore):
 
     def __init__(self, data: PartitionData, mmap: bool = False):
         super().__init__(tensor_attr_cls=GlobalTensorAttr)
-        self.partition_meta, self.book = data.meta, data.book
-        self.partition, self._mmap = data.part, mmap
+        self._attach(data, mmap)
         cols: Dict[Group, Dict[str, Tensor]] = {t: {} for t in data.meta.node_types}
         cols.update({e: {} for e in data.meta.edge_types})
         for t, nf in data.node_feats.items():
@@ -84,36 +83,7 @@ class LocalFeatureStore(FeatureStore):
                 cols[e]["edge_time"] = ef.edge_time
         self._cols = cols
 
-    @classmethod
-    def from_partition(cls, root, part: Optional[int] = None, *, ctx=None, mmap: bool = True) -> "LocalFeatureStore":
-        """Opens partition ``part`` of the folder ``root`` (see :func:`pyg_dist.store.load_stores`)."""
-        return cls(open_partition(f"{_WHERE}.from_partition", root, part, ctx, mmap), mmap=mmap)
-
-    def __reduce__(self):  # pickled (spawned workers): re-open the folder; mmap keeps one copy
-        return (_reopen, (str(self.partition_meta.root), self.partition, self._mmap))
-
     # ------------------------------------------------------------------ description
-    @property
-    def num_partitions(self) -> int:
-        return self.partition_meta.num_parts
-
-    @property
-    def partition_idx(self) -> int:
-        """This store's partition (PyG's name)."""
-        return self.partition
-
-    @property
-    def is_hetero(self) -> bool:
-        return self.partition_meta.is_hetero
-
-    @property
-    def node_types(self) -> List[str]:
-        return list(self.partition_meta.node_types)
-
-    @property
-    def edge_types(self) -> List[Tuple[str, str, str]]:
-        return list(self.partition_meta.edge_types)
-
     def attr_names(self, group_name=None, is_node: Optional[bool] = None) -> List[str]:
         """The attributes stored for a group (``None`` = the homogeneous node type)."""
         return sorted(self._cols[self._group("attr_names", group_name, is_node)])
@@ -330,7 +300,3 @@ class LocalFeatureStore(FeatureStore):
         if len(set(names)) != len(names):
             raise InvalidArgumentError(where, "attr_names", names, "distinct attribute names")
         return tuple(names)
-
-
-def _reopen(root: str, part: int, mmap: bool) -> LocalFeatureStore:
-    return LocalFeatureStore.from_partition(root, part, mmap=mmap)

@@ -8,7 +8,7 @@ disagree with META.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional, Tuple
 
 from pyg_dist.errors import InvalidArgumentError, PartitionFormatError
 from pyg_dist.partition import meta as M
@@ -102,3 +102,48 @@ def open_partition(where: str, root, part: Optional[int], ctx, mmap: bool) -> Pa
     pd = load_partition(root, part, mmap=mmap)
     check_sizes(pd)
     return pd
+
+
+def _reopen(cls, root: str, part: int, mmap: bool):
+    return cls.from_partition(root, part, mmap=mmap)
+
+
+class PartitionStoreMixin:
+    """What both stores share: opening a partition, pickling by re-opening, and its description.
+
+    Subclasses set ``partition_meta``, ``book``, ``partition`` and ``_mmap`` through
+    :meth:`_attach`.
+    """
+
+    def _attach(self, data: PartitionData, mmap: bool) -> None:
+        self.partition_meta, self.book = data.meta, data.book
+        self.partition, self._mmap = data.part, mmap
+
+    @classmethod
+    def from_partition(cls, root, part: Optional[int] = None, *, ctx=None, mmap: bool = True):
+        """Opens partition ``part`` of the folder ``root`` (see :func:`pyg_dist.store.load_stores`)."""
+        return cls(open_partition(f"{cls.__name__}.from_partition", root, part, ctx, mmap), mmap=mmap)
+
+    def __reduce__(self):  # pickled (spawned workers): re-open the folder; mmap keeps one copy
+        return (_reopen, (type(self), str(self.partition_meta.root), self.partition, self._mmap))
+
+    @property
+    def num_partitions(self) -> int:
+        return self.partition_meta.num_parts
+
+    @property
+    def partition_idx(self) -> int:
+        """This store's partition (PyG's name)."""
+        return self.partition
+
+    @property
+    def is_hetero(self) -> bool:
+        return self.partition_meta.is_hetero
+
+    @property
+    def node_types(self) -> List[str]:
+        return list(self.partition_meta.node_types)
+
+    @property
+    def edge_types(self) -> List[Tuple[str, str, str]]:
+        return list(self.partition_meta.edge_types)

@@ -20,7 +20,7 @@ from pyg_dist.errors import InvalidArgumentError, PartitionFormatError, PyGDistE
 from pyg_dist.ops import CSC, normalize_time
 from pyg_dist.partition import meta as M
 from pyg_dist.partition.reader import GraphPart, PartitionData
-from pyg_dist.store.folder import open_partition
+from pyg_dist.store.folder import PartitionStoreMixin
 
 _WHERE = "LocalGraphStore"
 
@@ -34,7 +34,7 @@ def _sampling_csc(root, part: int, et, g: GraphPart) -> CSC:
         raise PartitionFormatError(M.graph_path(root, part), str(e)) from None
 
 
-class LocalGraphStore(GraphStore):
+class LocalGraphStore(PartitionStoreMixin, GraphStore):
     """PyG ``GraphStore`` over one partition; every id it returns is a GLOBAL id.
 
     Example:
@@ -46,46 +46,16 @@ class LocalGraphStore(GraphStore):
 
     def __init__(self, data: PartitionData, mmap: bool = False):
         super().__init__()
-        self.partition_meta, self.book = data.meta, data.book
-        self.partition, self._mmap = data.part, mmap
+        self._attach(data, mmap)
         self._parts: Dict[Tuple[str, str, str], GraphPart] = dict(data.graph)
         self._csc = {e: _sampling_csc(data.meta.root, data.part, e, g) for e, g in self._parts.items()}
         self._node_time: Dict[str, Tensor] = dict(data.full_node_time)
 
-    @classmethod
-    def from_partition(cls, root, part: Optional[int] = None, *, ctx=None, mmap: bool = True) -> "LocalGraphStore":
-        """Opens partition ``part`` of the folder ``root`` (see :func:`pyg_dist.store.load_stores`)."""
-        return cls(open_partition(f"{_WHERE}.from_partition", root, part, ctx, mmap), mmap=mmap)
-
-    def __reduce__(self):  # pickled (spawned workers): re-open the folder; mmap keeps one copy
-        return (_reopen, (str(self.partition_meta.root), self.partition, self._mmap))
-
     # ------------------------------------------------------------------ description
-    @property
-    def num_partitions(self) -> int:
-        return self.partition_meta.num_parts
-
-    @property
-    def partition_idx(self) -> int:
-        """This store's partition (PyG's name)."""
-        return self.partition
-
-    @property
-    def is_hetero(self) -> bool:
-        return self.partition_meta.is_hetero
-
     @property
     def is_sorted(self) -> bool:
         """Always ``True``: edges are grouped by destination (PyG's attribute)."""
         return True
-
-    @property
-    def node_types(self) -> List[str]:
-        return list(self.partition_meta.node_types)
-
-    @property
-    def edge_types(self) -> List[Tuple[str, str, str]]:
-        return list(self.partition_meta.edge_types)
 
     def num_nodes(self, node_type: Optional[str] = None) -> int:
         """Nodes of ``node_type`` in the whole graph."""
@@ -186,7 +156,3 @@ class LocalGraphStore(GraphStore):
             raise InvalidArgumentError(f"{_WHERE}.{method}", "edge_type", edge_type,
                                        f"one of {self.edge_types}" + ("" if self.is_hetero else " or None"))
         return key
-
-
-def _reopen(root: str, part: int, mmap: bool) -> LocalGraphStore:
-    return LocalGraphStore.from_partition(root, part, mmap=mmap)
