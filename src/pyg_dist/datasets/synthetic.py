@@ -8,7 +8,7 @@ set into several node types (edges keep their community structure across types).
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple
+from typing import Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -29,9 +29,9 @@ def dcsbm_edges(num_nodes: int, num_pairs: int, community_size: int = 1200, intr
                 power: float = 0.5, seed: int = 0, chunk: int = 8_000_000) -> Tuple[Tensor, Tensor]:
     """Undirected DC-SBM edges as a sorted, deduplicated, symmetric ``(row, col)`` pair.
 
-    Node ``i`` belongs to community ``i // community_size`` before a final random relabelling; the
-    returned ``community`` order is recoverable through :func:`community_of` only for the relabelled
-    ids, so callers get it from :func:`synthetic_graph`.
+    Node ``i`` belongs to community ``i // community_size``; Chung-Lu weights (``rank ** -power`` over a
+    random rank order) give power-law degrees, and ``intra_frac`` of the drawn pairs stay inside the
+    source's community. :func:`synthetic_graph` relabels the nodes randomly afterwards.
     """
     gen = torch.Generator().manual_seed(seed)
     weight = (torch.randperm(num_nodes, generator=gen).double() + 1.0).pow(-power)

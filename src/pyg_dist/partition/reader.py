@@ -6,7 +6,6 @@ Everything is returned as typed dicts (homogeneous = node type ``"_N"``, edge ty
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Dict, Optional, Union
 
 import torch
