@@ -15,6 +15,7 @@ _LAZY = {
     "LinkNeighborLoader": "pyg_dist.loader.link_loader",
     "synthetic_graph": "pyg_dist.datasets.synthetic",
     "DistContext": "pyg_dist.context",
+    "DistNeighborSampler": "pyg_dist.distributed.sampler",
     "LocalGraphStore": "pyg_dist.store",
     "LocalFeatureStore": "pyg_dist.store",
     "load_stores": "pyg_dist.store",

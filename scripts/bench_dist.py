@@ -1,0 +1,162 @@
+"""Benchmark of DistNeighborSampler: sampling + feature fetch, 1 rank holding the whole graph vs 2 ranks
+on loopback (one core and one thread each), per partitioning method.
+
+Graph: the ogbn-products shape (2.4 M nodes, ~62 M directed edges at ``--scale 1``; communities of 1,200
+nodes, 85 % of edges inside), generated with ``pyg_dist.datasets.synthetic.dcsbm_edges`` and cached
+under ``--cache-dir`` (the same cache file as ``bench_sampler.py``), or ``--graph FILE`` = the output of
+``/work/shared/bench/products_like.py``. Random 100-dim float32 features and labels; batches of 1024
+seeds (each rank draws from the nodes its partition owns, as a co-located trainer would), fanouts
+[15, 10, 5]. Partition folders are cached under ``--cache-dir`` too.
+
+Prints ONE table: total batches/s over the ranks (batches of all ranks / wall time from the first
+rank's start to the last rank's end), speed-up over the 1-rank run, fraction of sampled nodes and
+feature rows that were local, remote requests (one-hop + feature) and remote rounds per batch, and
+payload MB per batch (sent + received).
+
+    python scripts/bench_dist.py --scale 0.05                 # while developing
+    python scripts/bench_dist.py --graph /tmp/products_like.pt
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+
+import torch
+
+FULL_N, FULL_PAIRS = 2_449_029, 32_400_000
+
+
+def load_graph(args) -> dict:
+    """{rowptr, col, N} of a symmetric graph."""
+    if args.graph:
+        g = torch.load(args.graph, weights_only=True)
+        return {"rowptr": g["rowptr"].long(), "col": g["col"].long(), "N": int(g["N"])}
+    os.makedirs(args.cache_dir, exist_ok=True)
+    path = os.path.join(args.cache_dir, f"products_like_scale{args.scale:g}.pt")
+    if os.path.exists(path):
+        return torch.load(path, weights_only=True)
+    from pyg_dist.datasets.synthetic import dcsbm_edges
+    n, pairs = max(int(FULL_N * args.scale), 2), max(int(FULL_PAIRS * args.scale), 1)
+    dst, src = dcsbm_edges(n, pairs, community_size=1200, intra_frac=0.85, seed=0)  # sorted by dst
+    rowptr = torch.zeros(n + 1, dtype=torch.int64)
+    torch.cumsum(torch.bincount(dst, minlength=n), 0, out=rowptr[1:])
+    g = {"rowptr": rowptr, "col": src.contiguous(), "N": n}
+    torch.save(g, path)
+    return g
+
+
+def folder(args, method: str, parts: int) -> str:
+    """The cached partition folder of the benchmark graph (written on first use)."""
+    tag = os.path.basename(args.graph).rsplit(".", 1)[0] if args.graph else f"scale{args.scale:g}"
+    path = os.path.join(args.cache_dir, f"dist_{tag}_{method}{parts}")
+    if os.path.exists(os.path.join(path, "META.json")):
+        return path
+    from torch_geometric.data import Data
+    from pyg_dist.partition import Partitioner
+    g = load_graph(args)
+    n = g["N"]
+    dst = torch.repeat_interleave(torch.arange(n), g["rowptr"][1:] - g["rowptr"][:-1])
+    gen = torch.Generator().manual_seed(0)
+    data = Data(edge_index=torch.stack([g["col"], dst]), num_nodes=n,
+                x=torch.rand(n, args.dim, generator=gen), y=torch.randint(0, 47, (n,), generator=gen))
+    del g, dst
+    t0 = time.time()
+    Partitioner(data, parts, method=method, balance=False).save(path, overwrite=True, progress=False)
+    print(f"# partitioned {method}/{parts} in {time.time() - t0:.0f}s -> {path}", file=sys.stderr)
+    return path
+
+
+def bench_rank(rank: int, world_size: int, root: str, opts: dict) -> dict:
+    """One rank: warm up, then ``opts['batches']`` batches; returns its timing and counters."""
+    os.environ["PYG_DIST_RPC_TRANSPORTS"] = opts["transport"]  # read by pyg_dist.rpc.init_rpc
+    if hasattr(os, "sched_setaffinity"):
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
+    torch.set_num_threads(1)
+    from torch_geometric.sampler import NodeSamplerInput
+    from pyg_dist import rpc
+    from pyg_dist.context import DistContext
+    from pyg_dist.distributed import DistNeighborSampler, SamplerStats
+    from pyg_dist.ops import warmup
+    from pyg_dist.store import load_stores
+
+    warmup()
+    ctx = DistContext.from_env(num_partitions=world_size)
+    gs, fs = load_stores(root, ctx=ctx, mmap=opts["mmap"])  # default: in memory, as DistDGL loads partitions
+    stats = SamplerStats()
+    sampler = DistNeighborSampler(gs, fs, opts["fanouts"], stats=stats, concurrency=opts["concurrency"])
+    own = fs.get_global_id()
+    gen = torch.Generator().manual_seed(rank)
+    inputs = [NodeSamplerInput(None, own[torch.randint(0, own.numel(), (opts["batch_size"],), generator=gen)].unique())
+              for _ in range(opts["batches"] + opts["warmup"])]
+
+    async def run(batch_inputs):
+        return await asyncio.gather(*(sampler.sample_from_nodes_async(i) for i in batch_inputs))
+
+    with rpc.rpc_session(ctx, timeout=300, call_timeout=120):
+        rpc.run_coroutine(run(inputs[:opts["warmup"]]), timeout=600)
+        stats.reset()
+        t0, c0 = time.time(), time.process_time()
+        rpc.run_coroutine(run(inputs[opts["warmup"]:]), timeout=1200)
+        t1, c1 = time.time(), time.process_time()
+    return {"t0": t0, "t1": t1, "cpu": c1 - c0, "stats": stats.summary()}
+
+
+def run_config(args, method: str, parts: int) -> dict:
+    from pyg_dist.testing import spawn_world
+    root = folder(args, method, parts)
+    opts = {"fanouts": args.fanouts, "batch_size": args.batch_size, "batches": args.batches,
+            "warmup": args.warmup, "concurrency": args.concurrency, "mmap": args.mmap,
+            "transport": args.transport}
+    env = {"OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    import bench_dist  # spawned ranks import the function by module name (sys.path[0] = scripts/)
+    res = spawn_world(parts, bench_dist.bench_rank, root, opts, timeout=1800, env=env)
+    wall = max(r["t1"] for r in res) - min(r["t0"] for r in res)
+    total = {k: sum(r["stats"][k] for r in res) for k in res[0]["stats"]}
+    b = max(total["batches"], 1)
+    return {"method": method if parts > 1 else "whole graph", "ranks": parts, "bps": total["batches"] / wall,
+            "local_nodes": total["nodes_local"] / max(total["nodes_local"] + total["nodes_remote"], 1),
+            "local_feats": total["feature_rows_local"] / max(total["feature_rows_local"] + total["feature_rows_remote"], 1),
+            "req": (total["sampling_requests"] + total["feature_requests"]) / b,
+            "rounds": total["remote_sampling_rounds"] / b,
+            "mb": (total["bytes_sent"] + total["bytes_received"]) / b / 2 ** 20,
+            "cpu_ms": 1000 * sum(r["cpu"] for r in res) / b}
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--graph", default=None, help="products_like.py output ({rowptr, col, N})")
+    p.add_argument("--scale", type=float, default=1.0, help="size of the built-in graph (1 = products)")
+    p.add_argument("--cache-dir", default="/tmp/pyg_dist_bench")
+    p.add_argument("--methods", nargs="+", default=["metis", "random", "hybrid"])
+    p.add_argument("--fanouts", type=int, nargs="+", default=[15, 10, 5])
+    p.add_argument("--batch-size", type=int, default=1024)
+    p.add_argument("--batches", type=int, default=30, help="timed batches per rank")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--dim", type=int, default=100)
+    p.add_argument("--concurrency", type=int, default=2, help="batches in flight per rank")
+    p.add_argument("--transport", choices=["default", "uv"], default="uv",
+                   help="TensorPipe transport: uv (TCP, pyg_dist's default) or torch's default (shm, busy-polls)")
+    p.add_argument("--mmap", action="store_true", help="memory-map the partitions instead of loading them")
+    args = p.parse_args(argv)
+    rows = [run_config(args, "random", 1)]
+    rows += [run_config(args, m, 2) for m in args.methods]
+    base = rows[0]["bps"]
+    src = args.graph or f"built-in products shape, scale {args.scale:g}"
+    print(f"DistNeighborSampler, {src}; fanouts {args.fanouts}, batch {args.batch_size}, {args.dim}-dim float32, "
+          f"1 core + 1 thread per rank, concurrency {args.concurrency}, {args.batches} timed batches per rank, "
+          f"partitions {'memory-mapped' if args.mmap else 'in memory'}, TensorPipe transport {args.transport}")
+    head = ("partitioning", "ranks", "batches/s total", "vs 1 rank", "local nodes", "local feat rows",
+            "remote req/batch", "remote sampling rounds/batch", "MB/batch", "cpu ms/batch")
+    print("| " + " | ".join(head) + " |")
+    print("|" + "|".join("---" for _ in head) + "|")
+    for r in rows:
+        print(f"| {r['method']} | {r['ranks']} | {r['bps']:.2f} | {r['bps'] / base:.2f}x | {100 * r['local_nodes']:.1f}% | "
+              f"{100 * r['local_feats']:.1f}% | {r['req']:.2f} | {r['rounds']:.2f} | {r['mb']:.2f} | {r['cpu_ms']:.0f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""The feature round of a batch: node rows (``x``, ``y``, ``time``) and edge rows (``edge_attr``,
+``edge_time``) for every sampled node and edge, ONE request per remote partition for all types and
+attributes together (through the feature store's ``lookup_many_async``), local rows read meanwhile.
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional, Sequence
+
+from torch import Tensor
+
+from pyg_dist._types import EdgeType, NodeType
+from pyg_dist.distributed.messages import FeatureBatch
+from pyg_dist.distributed.stats import SamplerStats, remote_count
+
+#: Attributes fetched by default, where the folder has them.
+DEFAULT_NODE_ATTRS = ("x", "y", "time")
+DEFAULT_EDGE_ATTRS = ("edge_attr", "edge_time")
+
+
+def attrs_per_group(feature_store, groups, wanted: Sequence[str]) -> Dict:
+    """Per typed group, the wanted attributes the folder actually stores (groups without any left out)."""
+    out = {}
+    for g in groups:
+        have = set(feature_store.attr_names(g))
+        names = [a for a in wanted if a in have]
+        if names:
+            out[g] = names
+    return out
+
+
+def _remote_rows(book, partition: int, ids: Dict) -> Dict:
+    """Per group, the number of ids owned elsewhere, and the set of remote owners."""
+    rows, owners = {}, set()
+    for g, v in ids.items():
+        rows[g], parts = remote_count(book, partition, g, v)
+        owners |= parts
+    return {"rows": rows, "owners": owners}
+
+
+def _record(stats: SamplerStats, ids: Dict, remote: Dict, out: Dict) -> None:
+    stats.feature_requests += len(remote["owners"])
+    for g, n in remote["rows"].items():
+        stats.feature_rows_remote += n
+        stats.feature_rows_local += ids[g].numel() - n
+        stats.bytes_received += n * sum(v[0].numel() * v.element_size() for v in out[g].values() if v.numel())
+    stats.bytes_sent += 8 * sum(remote["rows"].values())
+
+
+async def fetch_features_async(feature_store, node: Dict[NodeType, Tensor], edge: Dict[EdgeType, Tensor],
+                               node_attrs: Dict[NodeType, Sequence[str]],
+                               edge_attrs: Dict[EdgeType, Sequence[str]],
+                               stats: Optional[SamplerStats] = None) -> FeatureBatch:
+    """Rows of the batch's nodes and edges, in the order of ``node[t]`` / ``edge[et]``.
+
+    Args:
+        feature_store: This process's :class:`~pyg_dist.store.LocalFeatureStore`.
+        node / edge: Typed global ids (the output node lists and edge ids of a batch).
+        node_attrs / edge_attrs: Per typed group, the attributes to fetch (from :func:`attrs_per_group`).
+        stats: Counters to update, or ``None``.
+    """
+    ids = {t: v for t, v in node.items() if t in node_attrs}
+    ids.update({et: v for et, v in edge.items() if et in edge_attrs and v is not None})
+    names = {g: list(node_attrs[g]) if isinstance(g, str) else list(edge_attrs[g]) for g in ids}
+    if not ids:
+        return FeatureBatch()
+    fut = feature_store.lookup_many_async(ids, names)
+    remote = None if stats is None else _remote_rows(feature_store.book, feature_store.partition, ids)
+    out = await fut
+    if stats is not None:
+        _record(stats, ids, remote, out)
+    return FeatureBatch(node={g: v for g, v in out.items() if isinstance(g, str)},
+                        edge={g: v for g, v in out.items() if not isinstance(g, str)})
+
+
+__all__ = ["fetch_features_async", "attrs_per_group", "DEFAULT_NODE_ATTRS", "DEFAULT_EDGE_ATTRS"]

@@ -1,0 +1,131 @@
+"""Typed messages of distributed sampling, and the typed extras a batch carries in ``metadata``.
+
+Requests and replies travel over :mod:`pyg_dist.rpc` (dataclasses of tensors). The metadata tuples are
+PyG's node / link metadata with one more field, ``features`` (a :class:`FeatureBatch`, or ``None`` when
+the sampler does not fetch features), always last: PyG's ``filter_fn`` code that reads ``metadata[0]``,
+``metadata[1]``, ... keeps working, and ``metadata.features`` reaches the rows.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, NamedTuple, Optional
+
+from torch import Tensor
+
+from pyg_dist._types import EdgeType, NodeType
+from pyg_dist.ops import OneHop
+
+#: Name of the callee that samples one hop for a remote partition (see :func:`register_callees`).
+ONE_HOP_OP = "pyg_dist.one_hop"
+
+
+@dataclass
+class HopTask:
+    """One edge type's share of a hop: sample in-neighbours of ``seeds`` (GLOBAL destination ids).
+
+    Attributes:
+        edge_type: The typed edge type (homogeneous: ``("_N", "_E", "_N")``).
+        seeds: int64 global ids of destinations the receiving partition holds in-edges for.
+        num_neighbors: Fanout (``-1`` = all).
+        seed_time: One timestamp per seed (temporal sampling), or ``None``.
+    """
+    edge_type: EdgeType
+    seeds: Tensor
+    num_neighbors: int
+    seed_time: Optional[Tensor] = None
+
+
+@dataclass
+class OneHopRequest:
+    """Everything one partition asks another to sample in one hop (all edge types at once).
+
+    Attributes:
+        partition: The partition that must answer (checked by the callee).
+        tasks: One :class:`HopTask` per edge type with seeds there.
+        replace: Sample with replacement.
+        temporal_strategy: ``'uniform'`` or ``'last'``.
+        time_level: ``'node'`` (node time of the source type), ``'edge'`` (edge time) or ``None``.
+        weighted: Use the edge weights of the folder (``edge_weight``).
+    """
+    partition: int
+    tasks: List[HopTask]
+    replace: bool = False
+    temporal_strategy: str = "uniform"
+    time_level: Optional[str] = None
+    weighted: bool = False
+
+
+@dataclass
+class OneHopReply:
+    """The answer to a :class:`OneHopRequest`: one :class:`~pyg_dist.ops.OneHop` per task, in order
+    (neighbours and GLOBAL edge ids grouped by seed, in seed order)."""
+    partition: int
+    results: List[OneHop]
+
+
+@dataclass
+class FeatureBatch:
+    """The rows of one batch, aligned with the sampled node and edge lists.
+
+    Keys are TYPED: a homogeneous graph uses node type ``"_N"`` and edge type ``("_N", "_E", "_N")``
+    (:func:`pyg_dist._types.untyped` converts). ``node[t][name][i]`` belongs to ``out.node[t][i]``
+    (``name`` among ``x``, ``y``, ``time``: whatever the folder has and the sampler was asked for);
+    ``edge[et][name][j]`` belongs to ``out.edge[et][j]`` (``edge_attr``, ``edge_time``, ...).
+
+    Example:
+        >>> fb = out.metadata.features                 # doctest: +SKIP
+        >>> x = fb.node["_N"]["x"]; y = fb.node["_N"].get("y")   # doctest: +SKIP
+    """
+    node: Dict[NodeType, Dict[str, Tensor]] = field(default_factory=dict)
+    edge: Dict[EdgeType, Dict[str, Tensor]] = field(default_factory=dict)
+
+    def node_attr(self, name: str) -> Dict[NodeType, Tensor]:
+        """``{node type: tensor}`` of one attribute, over the types that have it."""
+        return {t: v[name] for t, v in self.node.items() if name in v}
+
+    def edge_attr(self, name: str) -> Dict[EdgeType, Tensor]:
+        """``{edge type: tensor}`` of one attribute, over the types that have it."""
+        return {t: v[name] for t, v in self.edge.items() if name in v}
+
+
+class DistNodeMetadata(NamedTuple):
+    """``metadata`` of a node batch: PyG's ``(input_id, seed_time)`` plus ``features``."""
+    input_id: Optional[Tensor]
+    seed_time: Optional[Tensor]
+    features: Optional[FeatureBatch]
+
+
+class DistLinkMetadata(NamedTuple):
+    """``metadata`` of a link batch (no or binary negatives): PyG's four fields plus ``features``."""
+    input_id: Optional[Tensor]
+    edge_label_index: Tensor
+    edge_label: Optional[Tensor]
+    edge_label_time: Optional[Tensor]
+    features: Optional[FeatureBatch]
+
+
+class DistTripletMetadata(NamedTuple):
+    """``metadata`` of a link batch with triplet negatives: PyG's five fields plus ``features``."""
+    input_id: Optional[Tensor]
+    src_index: Tensor
+    dst_pos_index: Tensor
+    dst_neg_index: Tensor
+    seed_time: Optional[Tensor]
+    features: Optional[FeatureBatch]
+
+
+def tensor_bytes(obj) -> int:
+    """Bytes of the tensors inside a message (the payload size, for statistics)."""
+    if isinstance(obj, Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, (list, tuple)):
+        return sum(tensor_bytes(v) for v in obj)
+    if isinstance(obj, dict):
+        return sum(tensor_bytes(v) for v in obj.values())
+    if hasattr(obj, "__dataclass_fields__"):
+        return sum(tensor_bytes(getattr(obj, k)) for k in obj.__dataclass_fields__)
+    return 0
+
+
+__all__ = ["ONE_HOP_OP", "HopTask", "OneHopRequest", "OneHopReply", "FeatureBatch", "DistNodeMetadata",
+           "DistLinkMetadata", "DistTripletMetadata", "tensor_bytes"]

@@ -1,0 +1,364 @@
+"""``DistNeighborSampler``: PyG's neighbour sampling over a partitioned graph, one process per partition.
+
+Every process builds the sampler over its own partition's stores; building it registers the callees
+that serve this partition to peers (one-hop sampling and feature lookups), so build it BEFORE
+``init_rpc``. A batch runs as a coroutine on pyg_dist's event loop: per hop one request per remote
+partition, the local part sampled meanwhile; then one feature round.
+
+Deployment (what a loader must do):
+
+* ``num_workers=0``: the trainer builds the sampler, then ``init_rpc(ctx)``.
+* ``num_workers=W>0``: in ``worker_init_fn`` each worker opens the stores of ``ctx.partition``
+  (``load_stores(root, ctx=ctx)``), builds its sampler (or calls :func:`register_callees`), then
+  ``init_rpc(ctx.for_worker(worker_id))``. A pickled sampler re-opens its folder (memory-mapped) but
+  does not serve: call :func:`register_callees` in the worker.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import Dict, Optional, Sequence
+
+import torch
+from torch import Tensor
+from torch_geometric.sampler import BaseSampler, EdgeSamplerInput, NegativeSampling, NodeSamplerInput
+from torch_geometric.sampler.base import NumNeighbors
+
+from pyg_dist._types import HOMO_EDGE, HOMO_NODE, EdgeType, NodeType, as_typed
+from pyg_dist.distributed import features as F
+from pyg_dist.distributed.hops import DistHopOptions, PartitionGraph, sample_hops_async, serve_one_hop
+from pyg_dist.distributed.messages import (ONE_HOP_OP, DistLinkMetadata, DistNodeMetadata, DistTripletMetadata,
+                                           FeatureBatch)
+from pyg_dist.distributed.stats import SamplerStats, remote_count
+from pyg_dist.errors import InvalidArgumentError, check_choice, check_positive_int
+from pyg_dist.ops import TEMPORAL_STRATEGIES, normalize_time, resolve_backend
+from pyg_dist.sampler.neighbor import SUBGRAPH_TYPES, _fanouts
+from pyg_dist.sampler.output import TypedSample, to_sampler_output
+from pyg_dist.sampler import seeds as S
+
+_WHERE = "DistNeighborSampler"
+#: ``time_attr`` values and the level they select (the partition folder's attribute names).
+TIME_ATTRS = {"time": "node", "edge_time": "edge"}
+WEIGHT_ATTR = "edge_weight"
+
+
+def register_callees(sampler_or_stores) -> None:
+    """Serves this process's partition to peers: one-hop sampling and feature lookups.
+
+    Call it before ``init_rpc`` (building a :class:`DistNeighborSampler` calls it). Replaces whatever
+    served these names before (one partition per process).
+
+    Args:
+        sampler_or_stores: A :class:`DistNeighborSampler`, or ``(graph_store, feature_store)``.
+
+    Example:
+        >>> graph, feats = load_stores(root, ctx=ctx)           # doctest: +SKIP
+        >>> register_callees((graph, feats)); init_rpc(ctx)     # doctest: +SKIP
+    """
+    from pyg_dist import rpc
+    if isinstance(sampler_or_stores, DistNeighborSampler):
+        graph, fs = sampler_or_stores._graph, sampler_or_stores.feature_store
+    elif isinstance(sampler_or_stores, (tuple, list)) and len(sampler_or_stores) == 2:
+        graph, fs = PartitionGraph.from_store(_check_graph_store(sampler_or_stores[0])), sampler_or_stores[1]
+    else:
+        raise InvalidArgumentError("register_callees", "sampler_or_stores", sampler_or_stores,
+                                   "a DistNeighborSampler or a (graph_store, feature_store) pair")
+    rpc.register_callee(ONE_HOP_OP, functools.partial(serve_one_hop, graph), replace=True)
+    if fs is not None:
+        fs.serve(replace=True)
+
+
+def _check_graph_store(gs):
+    from pyg_dist.store import LocalGraphStore
+    if not isinstance(gs, LocalGraphStore):
+        raise InvalidArgumentError(_WHERE, "graph_store", gs, "a pyg_dist.store.LocalGraphStore")
+    return gs
+
+
+def _time_level(meta, time_attr) -> Optional[str]:
+    if time_attr is None:
+        return None
+    level = TIME_ATTRS.get(time_attr) if isinstance(time_attr, str) else None
+    has = {"node": meta.node_time_types, "edge": meta.edge_time_types}.get(level)
+    if not has:
+        raise InvalidArgumentError(_WHERE, "time_attr", time_attr,
+                                   f"None, 'time' (node time; folder has it for {meta.node_time_types}) or "
+                                   f"'edge_time' (edge time; folder has it for {meta.edge_time_types})")
+    return level
+
+
+def _weighted(meta, weight_attr) -> bool:
+    if weight_attr is None:
+        return False
+    if weight_attr != WEIGHT_ATTR or not meta.weight_types:
+        raise InvalidArgumentError(_WHERE, "weight_attr", weight_attr,
+                                   f"None or {WEIGHT_ATTR!r} (the folder's weighted edge types: {meta.weight_types})")
+    return True
+
+
+class DistNeighborSampler(BaseSampler):
+    """Neighbour sampler over a partitioned graph (PyG ``BaseSampler``; PyG's sampling semantics).
+
+    Outputs equal those of :class:`pyg_dist.sampler.NeighborSampler` on the whole (relabelled) graph:
+    node lists start with the seeds, then new nodes in first-seen order; ``edge`` holds global edge
+    ids; ids are GLOBAL ids of the partition folder (``load_original_ids`` maps them back).
+    ``metadata`` is PyG's plus ``features`` (a :class:`~pyg_dist.distributed.messages.FeatureBatch`):
+    :class:`DistNodeMetadata`, :class:`DistLinkMetadata` or :class:`DistTripletMetadata`.
+
+    Args:
+        graph_store / feature_store: This process's stores (``pyg_dist.store.load_stores``).
+        num_neighbors: Fanout per hop (``-1`` = all), a dict per edge type, or ``NumNeighbors``.
+        replace: Sample with replacement.
+        subgraph_type: ``'directional'``, ``'bidirectional'`` or ``'disjoint'``.
+        disjoint: Each seed gets its own subgraph (forced by temporal sampling).
+        temporal_strategy: ``'uniform'`` or ``'last'``.
+        time_attr: ``'time'`` (node time) or ``'edge_time'`` (edge time); no neighbour is newer than
+            its seed.
+        weight_attr: ``'edge_weight'`` to sample proportionally to the folder's edge weights.
+        directed: Must be ``True``.
+        backend: Kernel backend, ``'auto'``, ``'numba'`` or ``'torch'``.
+        concurrency: Batches in flight at once through the ``*_async`` methods.
+        fetch_features: Fetch node / edge rows into ``metadata.features``.
+        node_attrs / edge_attrs: Attributes to fetch (default ``x, y, time`` / ``edge_attr, edge_time``,
+            where the folder has them).
+        timeout: Seconds per remote call.
+        stats: A :class:`SamplerStats` to count into (default: no counting).
+        serve: Register this partition's callees (:func:`register_callees`).
+
+    Example:
+        >>> graph, feats = load_stores("/tmp/demo-2", ctx=ctx)                     # doctest: +SKIP
+        >>> sampler = DistNeighborSampler(graph, feats, [15, 10, 5])  # before init_rpc  # doctest: +SKIP
+        >>> with rpc_session(ctx):                                                 # doctest: +SKIP
+        ...     out = sampler.sample_from_nodes(NodeSamplerInput(None, seeds))
+        ...     x = out.metadata.features.node["_N"]["x"]                          # rows of out.node
+    """
+
+    def __init__(self, graph_store, feature_store, num_neighbors, *, replace: bool = False,
+                 subgraph_type: str = "directional", disjoint: bool = False, temporal_strategy: str = "uniform",
+                 time_attr: Optional[str] = None, weight_attr: Optional[str] = None, directed: bool = True,
+                 backend: str = "auto", concurrency: int = 1, fetch_features: bool = True,
+                 node_attrs: Optional[Sequence[str]] = None, edge_attrs: Optional[Sequence[str]] = None,
+                 timeout: float = 60.0, stats: Optional[SamplerStats] = None, serve: bool = True):
+        meta = _check_graph_store(graph_store).partition_meta
+        self._check_feature_store(graph_store, feature_store, fetch_features)
+        subgraph_type = str(getattr(subgraph_type, "value", subgraph_type))
+        check_choice(_WHERE, "subgraph_type", subgraph_type, SUBGRAPH_TYPES)
+        check_choice(_WHERE, "temporal_strategy", temporal_strategy, TEMPORAL_STRATEGIES)
+        if directed is not True:
+            raise InvalidArgumentError(_WHERE, "directed", directed, "True (induced subgraphs are not supported)")
+        if stats is not None and not isinstance(stats, SamplerStats):
+            raise InvalidArgumentError(_WHERE, "stats", stats, "None or a SamplerStats")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise InvalidArgumentError(_WHERE, "timeout", timeout, "a positive number of seconds")
+        self.graph_store, self.feature_store = graph_store, feature_store
+        self.is_hetero = meta.is_hetero
+        self.node_types, self.edge_types = list(meta.node_types), list(meta.edge_types)
+        self.num_nodes: Dict[NodeType, int] = dict(meta.num_nodes)
+        self.time_level = _time_level(meta, time_attr)
+        self.time_attr, self.weight_attr = time_attr, weight_attr
+        self.num_neighbors = num_neighbors if isinstance(num_neighbors, NumNeighbors) else NumNeighbors(num_neighbors)
+        self.subgraph_type, self.replace = subgraph_type, bool(replace)
+        self.disjoint = bool(disjoint) or subgraph_type == "disjoint" or self.time_level is not None
+        self.temporal_strategy = temporal_strategy
+        self.concurrency = check_positive_int(_WHERE, "concurrency", concurrency)
+        self.fetch_features, self.stats, self.timeout = bool(fetch_features), stats, float(timeout)
+        self._options = DistHopOptions(_fanouts(self.num_neighbors, self.edge_types), self.num_neighbors.num_hops,
+                                       self.replace, self.disjoint, temporal_strategy, self.time_level,
+                                       _weighted(meta, weight_attr), resolve_backend(backend, None, _WHERE),
+                                       self.timeout)
+        for arg, value in (("node_attrs", node_attrs), ("edge_attrs", edge_attrs)):
+            if value is not None and (isinstance(value, str) or not all(isinstance(a, str) for a in value)):
+                raise InvalidArgumentError(_WHERE, arg, value, "None or a list of attribute names")
+        self._explicit = (node_attrs, edge_attrs)
+        self._attr_wanted = (tuple(node_attrs or F.DEFAULT_NODE_ATTRS), tuple(edge_attrs or F.DEFAULT_EDGE_ATTRS))
+        self._setup(serve)
+
+    def _setup(self, serve: bool) -> None:
+        self._graph = PartitionGraph.from_store(self.graph_store)
+        self._options.pools.clear()
+        self._options.pools.update({t: [] for t in self.node_types})
+        self._node_attrs, self._edge_attrs = {}, {}
+        if self.fetch_features:
+            self._node_attrs = F.attrs_per_group(self.feature_store, self.node_types, self._attr_wanted[0])
+            self._edge_attrs = F.attrs_per_group(self.feature_store, self.edge_types, self._attr_wanted[1])
+            for arg, given, found in (("node_attrs", self._explicit[0], self._node_attrs),
+                                      ("edge_attrs", self._explicit[1], self._edge_attrs)):
+                missing = [a for a in given or () if not any(a in v for v in found.values())]
+                if missing:
+                    raise InvalidArgumentError(_WHERE, arg, list(given), f"attributes the folder stores (no type "
+                                               f"has {missing})")
+        self._slots: Dict[int, tuple] = {}
+        if serve:
+            register_callees(self)
+
+    @staticmethod
+    def _check_feature_store(gs, fs, fetch: bool) -> None:
+        from pyg_dist.store import LocalFeatureStore
+        if fs is None and not fetch:
+            return
+        if not isinstance(fs, LocalFeatureStore):
+            raise InvalidArgumentError(_WHERE, "feature_store", fs, "a pyg_dist.store.LocalFeatureStore")
+        if fs.partition != gs.partition or str(fs.partition_meta.root) != str(gs.partition_meta.root):
+            raise InvalidArgumentError(_WHERE, "feature_store", fs,
+                                       f"the feature store of the same folder and partition as {gs!r}")
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        for key in ("_graph", "_slots", "_node_attrs", "_edge_attrs"):
+            state.pop(key, None)
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._setup(serve=False)
+
+    @property
+    def is_temporal(self) -> bool:
+        return self.time_level is not None
+
+    @property
+    def node_time(self) -> Optional[Dict[NodeType, Tensor]]:
+        """Full node time per type (node-level temporal sampling only; used by negative sampling)."""
+        return dict(self._graph.node_time) if self.time_level == "node" else None
+
+    @property
+    def edge_permutation(self):
+        """``None``: ``edge`` in the outputs holds the folder's global edge ids."""
+        return None
+
+    @property
+    def partition(self) -> int:
+        return self._graph.partition
+
+    @property
+    def batch_timeout(self) -> float:
+        """Bound of one synchronous batch: a call timeout per hop, plus the feature round and slack."""
+        return self.timeout * (self._options.num_hops + 2)
+
+    # ------------------------------------------------------------------ synchronous API (PyG's)
+    def sample_from_nodes(self, inputs: NodeSamplerInput, **kwargs):
+        """Samples around ``inputs.node``; returns a (Hetero)SamplerOutput with :class:`DistNodeMetadata`."""
+        from pyg_dist.rpc import run_coroutine
+        return run_coroutine(self.sample_from_nodes_async(inputs), self.batch_timeout)
+
+    def sample_from_edges(self, inputs: EdgeSamplerInput, neg_sampling: Optional[NegativeSampling] = None):
+        """Link batch (PyG semantics, see :mod:`pyg_dist.sampler.seeds`) with features in ``metadata``."""
+        from pyg_dist.rpc import run_coroutine
+        return run_coroutine(self.sample_from_edges_async(inputs, neg_sampling), self.batch_timeout)
+
+    def sample_typed(self, seed: Dict[NodeType, Tensor],
+                     seed_time: Optional[Dict[NodeType, Tensor]] = None) -> TypedSample:
+        """The node-level core on typed dicts (no features), as ``NeighborSampler.sample_typed``."""
+        from pyg_dist.rpc import run_coroutine
+        return run_coroutine(self.sample_typed_async(seed, seed_time), self.batch_timeout)
+
+    def lookup_rows(self, node: Dict[NodeType, Tensor], edge: Optional[Dict[EdgeType, Tensor]] = None) -> FeatureBatch:
+        """Rows of typed global node / edge ids (one request per remote partition), as in a batch.
+
+        Example:
+            >>> fb = sampler.lookup_rows({"_N": torch.tensor([0, 9])})  # doctest: +SKIP
+        """
+        from pyg_dist.rpc import run_coroutine
+        return run_coroutine(self.fetch_features_async(node, edge), self.batch_timeout)
+
+    # ------------------------------------------------------------------ asynchronous core
+    async def sample_typed_async(self, seed: Dict[NodeType, Tensor],
+                                 seed_time: Optional[Dict[NodeType, Tensor]] = None) -> TypedSample:
+        """Coroutine of :meth:`sample_typed` (run it on pyg_dist's loop: ``rpc.run_coroutine``)."""
+        seed = self._check_seed(seed)
+        seed_time = self._seed_time(seed, seed_time)
+        return await sample_hops_async(self._graph, self._options, seed, seed_time, self.stats)
+
+    async def fetch_features_async(self, node: Dict[NodeType, Tensor],
+                                   edge: Optional[Dict[EdgeType, Tensor]] = None) -> FeatureBatch:
+        """Coroutine of :meth:`lookup_rows` (attributes chosen at construction)."""
+        return await F.fetch_features_async(self.feature_store, node, edge or {}, self._node_attrs,
+                                            self._edge_attrs, self.stats)
+
+    async def sample_from_nodes_async(self, inputs: NodeSamplerInput):
+        """Coroutine of :meth:`sample_from_nodes`; at most ``concurrency`` batches run at once."""
+        async with self._slot():
+            ntype = inputs.input_type if self.is_hetero else HOMO_NODE
+            seed_time = None if inputs.time is None else {ntype: inputs.time}
+            sample = await self.sample_typed_async({ntype: inputs.node}, seed_time)
+            return await self._finish(sample, lambda f: DistNodeMetadata(inputs.input_id, inputs.time, f))
+
+    async def sample_from_edges_async(self, inputs: EdgeSamplerInput,
+                                      neg_sampling: Optional[NegativeSampling] = None):
+        """Coroutine of :meth:`sample_from_edges` (the steps of ``seeds.sample_edges``, awaited)."""
+        async with self._slot():
+            neg = NegativeSampling.cast(neg_sampling)
+            edge_type = S.check_edge_inputs(inputs, neg, self.num_nodes, self.disjoint)
+            seeds = S.link_seeds(inputs, neg, self.num_nodes, self.node_time, self.disjoint)
+            layout = S.seed_layout(seeds, edge_type, self.disjoint)
+            sample = await self.sample_typed_async(layout.seed, layout.seed_time)
+            if self.disjoint and sample.batch is not None:  # seed position -> link example -> its positive
+                num_pos = max(seeds.num_pos, 1)
+                sample.batch = {k: layout.example[k][b] % num_pos for k, b in sample.batch.items()}
+            md = S.link_metadata(inputs.input_id, seeds, layout, neg, self.disjoint)
+            wrap = DistTripletMetadata if isinstance(md, S.TripletMetadata) else DistLinkMetadata
+            return await self._finish(sample, lambda f: wrap(*md, f))
+
+    async def _finish(self, sample: TypedSample, metadata):
+        out = to_sampler_output(sample, self.is_hetero)
+        if self.subgraph_type == "bidirectional":
+            out = out.to_bidirectional()
+        node, edge = as_typed(out.node, HOMO_NODE, self.is_hetero), as_typed(out.edge, HOMO_EDGE, self.is_hetero)
+        features = await self.fetch_features_async(node, edge) if self.fetch_features else None
+        out.metadata = metadata(features)
+        if self.stats is not None:
+            self.stats.batches += 1
+            for t, ids in node.items():
+                remote = remote_count(self._graph.book, self.partition, t, ids)[0]
+                self.stats.nodes_remote += remote
+                self.stats.nodes_local += ids.numel() - remote
+        return out
+
+    def _slot(self) -> asyncio.Semaphore:
+        """The semaphore bounding batches in flight on the running loop (one per loop: a forked
+        worker runs its own loop; the entry keeps its loop alive, so ids are not reused)."""
+        loop = asyncio.get_running_loop()
+        entry = self._slots.get(id(loop))
+        if entry is None or entry[0] is not loop:
+            entry = self._slots[id(loop)] = (loop, asyncio.Semaphore(self.concurrency))
+        return entry[1]
+
+    # ------------------------------------------------------------------ argument checks
+    def _check_seed(self, seed) -> Dict[NodeType, Tensor]:
+        where = f"{_WHERE}.sample_typed"
+        if not isinstance(seed, dict) or not seed:
+            raise InvalidArgumentError(where, "seed", seed, "a non-empty dict of tensors")
+        out = {}
+        for t, ids in seed.items():
+            if t not in self.num_nodes:
+                raise InvalidArgumentError(where, "seed", t, f"a node type in {self.node_types}")
+            if not isinstance(ids, Tensor) or ids.dim() != 1 or ids.is_floating_point() or ids.dtype == torch.bool:
+                raise InvalidArgumentError(where, "seed", ids, "a 1-D integer tensor")
+            ids = ids.to(torch.int64)
+            if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.num_nodes[t]):
+                raise InvalidArgumentError(where, "seed", ids, f"global ids of type {t!r} in [0, {self.num_nodes[t]})")
+            out[t] = ids.contiguous()
+        return out
+
+    def _seed_time(self, seed, seed_time) -> Optional[Dict[NodeType, Tensor]]:
+        where = f"{_WHERE}.sample_typed"
+        if not self.is_temporal:
+            if seed_time:
+                raise InvalidArgumentError(where, "seed_time", seed_time, "None (the sampler has no time_attr)")
+            return None
+        if not seed_time:
+            missing = [t for t in seed if t not in self._graph.node_time]
+            if missing:
+                raise InvalidArgumentError(where, "seed_time", seed_time,
+                                           f"seed times (no node time to default to for types {missing})")
+            return {t: self._graph.node_time[t][ids] for t, ids in seed.items()}
+        out = {}
+        for t, ids in seed.items():
+            time = seed_time.get(t)
+            if not isinstance(time, Tensor) or time.shape != ids.shape:
+                raise InvalidArgumentError(where, "seed_time", seed_time, f"one time per seed of type {t!r}")
+            out[t] = normalize_time(time)
+        return out
+
+
+__all__ = ["DistNeighborSampler", "register_callees", "TIME_ATTRS", "WEIGHT_ATTR"]

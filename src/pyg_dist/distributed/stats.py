@@ -1,0 +1,87 @@
+"""Counters of distributed sampling (opt-in: a sampler without a stats object counts nothing).
+
+Example:
+    >>> stats = SamplerStats()
+    >>> stats.summary()["batches"]
+    0
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Dict, Set, Tuple
+
+import torch
+from torch import Tensor
+
+from pyg_dist.partition.book import PartitionBook
+
+
+@dataclass
+class SamplerStats:
+    """Totals over the batches a sampler produced since it was given this object.
+
+    Attributes:
+        batches: Batches sampled.
+        hop_seeds_local / hop_seeds_remote: Frontier nodes expanded here / by a remote partition.
+        remote_sampling_rounds: Hops that sent at least one remote one-hop request.
+        sampling_requests: One-hop requests sent (at most one per remote partition and hop).
+        nodes_local / nodes_remote: Sampled nodes (output node lists) owned here / elsewhere.
+        feature_rows_local / feature_rows_remote: Node and edge feature rows read here / fetched.
+        feature_requests: Feature requests sent (at most one per remote partition and batch).
+        bytes_sent / bytes_received: Tensor payload bytes of remote requests and replies.
+    """
+    batches: int = 0
+    hop_seeds_local: int = 0
+    hop_seeds_remote: int = 0
+    remote_sampling_rounds: int = 0
+    sampling_requests: int = 0
+    nodes_local: int = 0
+    nodes_remote: int = 0
+    feature_rows_local: int = 0
+    feature_rows_remote: int = 0
+    feature_requests: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+
+    def record_hop(self, plan, sent: int, received: int) -> None:
+        """Adds one hop's routing (a :class:`~pyg_dist.distributed.plan.HopPlan`) and payload bytes."""
+        remote = plan.num_remote_seeds
+        self.hop_seeds_remote += remote
+        self.hop_seeds_local += sum(r.size for r in plan.routes) - remote
+        self.sampling_requests += len(plan.requests)
+        self.remote_sampling_rounds += bool(plan.requests)
+        self.bytes_sent += sent
+        self.bytes_received += received
+
+    def reset(self) -> None:
+        """Sets every counter back to zero."""
+        for name in self.__dataclass_fields__:
+            setattr(self, name, 0)
+
+    def summary(self) -> Dict[str, float]:
+        """The totals plus derived ratios: local fractions and per-batch averages."""
+        out: Dict[str, float] = dict(asdict(self))
+        b = max(self.batches, 1)
+        out["local_node_frac"] = self.nodes_local / max(self.nodes_local + self.nodes_remote, 1)
+        out["local_feature_frac"] = self.feature_rows_local / max(self.feature_rows_local + self.feature_rows_remote, 1)
+        out["requests_per_batch"] = (self.sampling_requests + self.feature_requests) / b
+        out["remote_rounds_per_batch"] = self.remote_sampling_rounds / b
+        out["bytes_per_batch"] = (self.bytes_sent + self.bytes_received) / b
+        return out
+
+
+def remote_count(book, partition: int, group, ids: Tensor) -> Tuple[int, Set[int]]:
+    """How many of ``ids`` other partitions own, and which partitions those are (range books: one
+    comparison per id; the owner search runs on the remote ids only)."""
+    if not ids.numel():
+        return 0, set()
+    if isinstance(book, PartitionBook):
+        start, end = book.owned_range(group, partition)
+        remote = ids[(ids < start) | (ids >= end)]
+    else:  # a dense book (folder written by PyG): no ranges
+        remote = ids[book.owner(group, ids) != partition]
+    owners = set(torch.unique(book.owner(group, remote)).tolist()) if remote.numel() else set()
+    return remote.numel(), owners
+
+
+__all__ = ["SamplerStats", "remote_count"]
