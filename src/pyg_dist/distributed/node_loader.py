@@ -1,0 +1,168 @@
+"""``DistNeighborLoader``: PyG's ``NeighborLoader`` over a partitioned graph, one rank per partition
+(or several).
+
+Seeds are co-located: each rank trains on the seeds its partition owns (split between the ranks of a
+partition, by the folder's two-level sub-parts when it has them), then :func:`balance_seeds` gives
+every rank the same number of batches per epoch with every seed used exactly once (one collective
+at construction: build the loaders in the same order on every rank).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+import torch
+from torch import Tensor
+from torch_geometric.loader import NodeLoader
+
+from pyg_dist._types import HOMO_NODE
+from pyg_dist.distributed import loader as L
+from pyg_dist.distributed.seeds_split import SeedShare, balance_seeds, share_index
+from pyg_dist.errors import InvalidArgumentError, check_choice
+from pyg_dist.loader import _checks
+
+_WHERE = "DistNeighborLoader"
+SEED_SPLITS = ("balanced", "partition")
+
+
+def _node_input(where: str, meta, input_nodes: Any) -> Tuple[str, Any]:
+    """``(typed node type, spec)`` where spec is ``None`` (all owned), a mask name or a tensor."""
+    if not meta.is_hetero:
+        return HOMO_NODE, input_nodes
+    if isinstance(input_nodes, str) and input_nodes in meta.node_types:
+        return input_nodes, None
+    if isinstance(input_nodes, (list, tuple)) and len(input_nodes) == 2 and input_nodes[0] in meta.node_types:
+        return input_nodes[0], input_nodes[1]
+    raise InvalidArgumentError(where, "input_nodes", input_nodes,
+                               f"a node type in {meta.node_types} or a (node_type, ids / mask / mask name) pair")
+
+
+def owned_node_seeds(where: str, fs, gs, ntype: str, spec: Any, input_time: Optional[Tensor]) -> Dict[str, Tensor]:
+    """This partition's seeds: ``{"node", "input_id"[, "time"]}`` (global ids; PyG's ``input_id``).
+
+    ``spec``: ``None`` (every owned node), an attribute name (``"train_mask"``), or the GLOBAL seed
+    set as ids or a bool mask (the same on every rank; each keeps the ids its partition owns).
+    """
+    meta, part, book = gs.partition_meta, gs.partition, gs.book
+    group = ntype if meta.is_hetero else None
+    if spec is None or isinstance(spec, str):
+        if input_time is not None:
+            raise InvalidArgumentError(where, "input_time", "<tensor>",
+                                       "None unless input_nodes is a tensor (times align with it)")
+        ids = fs.get_global_id(group, mask=spec) if isinstance(spec, str) else fs.get_global_id(group)
+        return {"node": ids, "input_id": ids.clone()}
+    num = meta.num_nodes[ntype]
+    if not isinstance(spec, Tensor) or spec.dim() != 1:
+        raise InvalidArgumentError(where, "input_nodes", spec, "None, a mask attribute name, or a 1-D tensor")
+    _checks._check_ids(where, "input_nodes", spec, num, repr(ntype))
+    if spec.dtype == torch.bool:
+        ids = spec.nonzero().view(-1)
+        input_id = ids
+    else:
+        ids, input_id = spec.to(torch.long), torch.arange(spec.numel())
+    _checks.check_aligned(where, "input_time", input_time, ids.numel())
+    keep = book.owner(ntype, ids) == part if ids.numel() else torch.zeros(0, dtype=torch.bool)
+    out = {"node": ids[keep], "input_id": input_id[keep]}
+    if input_time is not None:
+        out["time"] = input_time[keep]
+    return out
+
+
+def rank_seeds(where: str, items: Dict[str, Tensor], key: str, ctx, meta, ntype: str, batch_size: int,
+               drop_last: bool, seed_split: str, shuffle_seed: Optional[int]) -> SeedShare:
+    """This rank's share of its partition's ``items``, balanced across ranks when asked."""
+    check_choice(where, "seed_split", seed_split, SEED_SPLITS)
+    share, shares, bounds = L.rank_share_args(ctx, meta, ntype)
+    pos = share_index(items[key], share, shares, bounds)
+    items = {k: v[pos] for k, v in items.items()}
+    if seed_split == "balanced":
+        return balance_seeds(items, batch_size, drop_last, shuffle_seed=shuffle_seed, what=f"{where} seeds")
+    from pyg_dist.distributed.seeds_split import BalancePlan
+    n = items[key].numel()
+    batches = n // batch_size if drop_last else -(-n // batch_size)
+    return SeedShare(items, batches, BalancePlan(batches, (n,), (n,), (), (0,)))
+
+
+class DistNeighborLoader(NodeLoader):
+    """Mini-batches of sampled neighbourhoods over a partitioned graph (PyG ``NeighborLoader`` API).
+
+    Args:
+        data: A :class:`~pyg_dist.train.DistEnv` (from :func:`~pyg_dist.train.dist_session`) or PyG's
+            ``(feature_store, graph_store)`` pair of this rank's partition.
+        num_neighbors: Fanout per hop (``-1`` = all), or a dict per edge type.
+        input_nodes: ``None`` (all nodes; a node type for hetero), an attribute name such as
+            ``"train_mask"``, or the GLOBAL seed ids / bool mask (same tensor on every rank; each
+            rank keeps the seeds its partition owns). Hetero: ``(node_type, any of those)``.
+        input_time: Seed times aligned with a tensor ``input_nodes`` (temporal sampling).
+        replace, subgraph_type, disjoint, temporal_strategy, weight_attr, directed: As PyG's
+            (``time_attr``: ``"time"`` for node time, ``"edge_time"`` for edge time;
+            ``weight_attr``: ``"edge_weight"``).
+        transform / transform_sampler_output / filter_per_worker: As PyG's.
+        is_sorted: Accepted for PyG compatibility; partitions are always sorted.
+        neighbor_sampler: A ready :class:`~pyg_dist.distributed.DistNeighborSampler`.
+        ctx: This process's context (default: from ``data`` or torchrun's environment).
+        seed_split: ``"balanced"`` (equal batch counts on every rank, collective; default) or
+            ``"partition"`` (this rank's co-located share only, no collective; e.g. evaluation).
+        shuffle_seed: Seed of the permutation that picks which seeds move or are left out.
+        concurrency / node_attrs / edge_attrs / timeout: Passed to the sampler.
+        **kwargs: ``DataLoader`` arguments (``batch_size``, ``shuffle``, ``drop_last``,
+            ``num_workers``: workers join RPC and are kept alive, ``persistent_workers`` must not be
+            ``False``).
+
+    Example:
+        >>> with dist_session(TrainConfig("/tmp/demo-2")) as env:                 # doctest: +SKIP
+        ...     loader = DistNeighborLoader(env, [10, 5], input_nodes="train_mask", batch_size=256)
+        ...     for batch in loader:          # Data with x, y, edge_index, n_id, e_id, batch_size
+        ...         out = model(batch.x, batch.edge_index)[:batch.batch_size]
+    """
+
+    def __init__(self, data: Any, num_neighbors: Union[List[int], Dict[Any, List[int]]],
+                 input_nodes: Any = None, input_time: Optional[Tensor] = None, replace: bool = False,
+                 subgraph_type: str = "directional", disjoint: bool = False, temporal_strategy: str = "uniform",
+                 time_attr: Optional[str] = None, weight_attr: Optional[str] = None,
+                 transform: Optional[Callable] = None, transform_sampler_output: Optional[Callable] = None,
+                 is_sorted: bool = False, filter_per_worker: Optional[bool] = None, neighbor_sampler: Any = None,
+                 directed: bool = True, *, ctx=None, seed_split: str = "balanced", shuffle_seed: Optional[int] = 0,
+                 concurrency: int = 1, node_attrs=None, edge_attrs=None, timeout: float = 60.0, **kwargs):
+        _checks.check_loader_kwargs(_WHERE, kwargs)
+        _checks.check_time_args(_WHERE, "input_time", input_time, time_attr, both=False)
+        fs, gs, ctx = L.resolve_data(_WHERE, data, ctx, kwargs.get("num_workers", 0))
+        meta = gs.partition_meta
+        ntype, spec = _node_input(_WHERE, meta, input_nodes)
+        items = owned_node_seeds(_WHERE, fs, gs, ntype, spec, input_time)
+        batch_size = kwargs.get("batch_size", 1) or 1
+        self.seed_share = rank_seeds(_WHERE, items, "node", ctx, meta, ntype, batch_size,
+                                     bool(kwargs.get("drop_last", False)), seed_split, shuffle_seed)
+        if neighbor_sampler is None:
+            _checks.check_num_neighbors(_WHERE, num_neighbors)
+            from pyg_dist.distributed.sampler import DistNeighborSampler
+            neighbor_sampler = DistNeighborSampler(
+                gs, fs, num_neighbors, replace=replace, subgraph_type=subgraph_type, disjoint=disjoint,
+                temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
+                directed=directed, concurrency=concurrency, node_attrs=node_attrs, edge_attrs=edge_attrs,
+                timeout=timeout)
+        self.ctx = ctx
+        mine = self.seed_share.items
+        nodes = (ntype, mine["node"]) if meta.is_hetero else mine["node"]
+        super().__init__(data=(fs, gs), node_sampler=neighbor_sampler, input_nodes=nodes,
+                         input_time=mine.get("time"), transform=transform,
+                         transform_sampler_output=transform_sampler_output, filter_per_worker=filter_per_worker,
+                         input_id=mine["input_id"], **L.loader_kwargs(_WHERE, kwargs, ctx, (fs, gs)))
+
+    @property
+    def num_batches(self) -> int:
+        """Batches per epoch (equal on every rank with ``seed_split="balanced"``)."""
+        return self.seed_share.num_batches
+
+    def filter_fn(self, out):
+        """Builds the ``Data`` / ``HeteroData`` batch from the sample and its fetched rows."""
+        if self.transform_sampler_output:
+            out = self.transform_sampler_output(out)
+        data = L.node_batch(out, self.input_data.input_type)
+        return data if self.transform is None else self.transform(data)
+
+    def shutdown(self) -> None:
+        """Stops this loader's workers (they leave RPC); call it on every rank at the same point."""
+        it = getattr(self, "_iterator", None)
+        if it is not None and hasattr(it, "_shutdown_workers"):
+            it._shutdown_workers()
+        self._iterator = None

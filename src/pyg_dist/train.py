@@ -1,0 +1,232 @@
+"""Distributed training scaffolding for torchrun: init, DDP wrap, teardown in ``finally``.
+
+A training script launched by ``torchrun`` needs three lines of this module::
+
+    from pyg_dist.train import TrainConfig, dist_session, wrap_ddp
+
+    with dist_session(TrainConfig(partition_dir="/data/cora-2")) as env:   # PG, stores, RPC
+        train_loader = DistNeighborLoader(env, [10, 5], input_nodes="train_mask", batch_size=256)
+        model = wrap_ddp(GraphSAGE(...), env)
+        ...                                                                 # an ordinary PyG loop
+
+What :func:`dist_session` does, in order: builds the :class:`~pyg_dist.context.DistContext` from
+torchrun's environment and the folder's partition count; initialises the process group (``gloo`` on
+CPU, ``nccl`` on CUDA, on ``MASTER_PORT``); opens this rank's partition (memory-mapped: the ranks of one
+partition on one machine share one copy); registers this partition's callees (feature lookups,
+one-hop sampling); joins RPC when ``num_workers == 0`` (else the loaders' workers join). On exit it
+shuts RPC down first (gracefully when the body succeeded, locally after a failure), then destroys the
+process group, whatever happened.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+import torch
+
+from pyg_dist.context import DistContext
+from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_choice, check_positive_int
+
+LOG = logging.getLogger("pyg_dist")
+_WHERE = "TrainConfig"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Validated settings of a distributed run (everything else comes from torchrun's environment).
+
+    Args:
+        partition_dir: Folder written by ``pyg-dist-partition`` / :class:`~pyg_dist.partition.Partitioner`.
+        num_workers: Sampler workers per trainer (``0``: the trainer samples and joins RPC itself).
+        backend: ``"gloo"``, ``"nccl"`` or ``None`` (``nccl`` when CUDA is available, else ``gloo``).
+        rpc_port: RPC's own port (default ``$PYG_DIST_RPC_PORT`` or ``MASTER_PORT + 1``).
+        timeout: Seconds for rendezvous and collectives (process group and RPC init).
+        call_timeout: Seconds per remote sampling / feature call.
+        mmap: Memory-map the partition (shared page cache between ranks of one machine).
+
+    Example:
+        >>> TrainConfig("/tmp/cora-2", num_workers=-1)
+        Traceback (most recent call last):
+        ...
+        pyg_dist.errors.InvalidArgumentError: TrainConfig: argument 'num_workers' got -1; expected a non-negative int
+    """
+    partition_dir: str
+    num_workers: int = 0
+    backend: Optional[str] = None
+    rpc_port: Optional[int] = None
+    timeout: float = 120.0
+    call_timeout: float = 60.0
+    mmap: bool = True
+
+    def __post_init__(self):
+        if not isinstance(self.partition_dir, (str, Path)) or not str(self.partition_dir):
+            raise InvalidArgumentError(_WHERE, "partition_dir", self.partition_dir, "a folder path")
+        check_positive_int(_WHERE, "num_workers", self.num_workers, allow_zero=True)
+        if self.backend is not None:
+            check_choice(_WHERE, "backend", self.backend, ("gloo", "nccl"))
+        for name in ("timeout", "call_timeout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise InvalidArgumentError(_WHERE, name, value, "a positive number of seconds")
+        if not isinstance(self.mmap, bool):
+            raise InvalidArgumentError(_WHERE, "mmap", self.mmap, "a bool")
+
+
+@dataclass
+class DistEnv:
+    """What a training script gets from :func:`dist_session`.
+
+    Attributes:
+        config: The run's :class:`TrainConfig`.
+        ctx: This process's :class:`~pyg_dist.context.DistContext`.
+        device: ``cuda:LOCAL_RANK`` with CUDA, else ``cpu``.
+        graph_store / feature_store: This rank's partition (``LocalGraphStore`` / ``LocalFeatureStore``).
+    """
+    config: TrainConfig
+    ctx: DistContext
+    device: torch.device
+    graph_store: Any
+    feature_store: Any
+
+    @property
+    def rank(self) -> int:
+        return self.ctx.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.ctx.world_size
+
+    @property
+    def data(self):
+        """``(feature_store, graph_store)``: PyG's remote-backend pair, what the loaders take."""
+        return self.feature_store, self.graph_store
+
+
+def serve_partition(graph_store, feature_store) -> None:
+    """Registers this process's callees for its partition (feature lookups and one-hop sampling).
+
+    Call it before ``init_rpc`` in every process that joins RPC (the loaders' workers do it themselves).
+    """
+    from pyg_dist.distributed.sampler import register_callees
+
+    register_callees((graph_store, feature_store))
+
+
+def _backend(cfg: TrainConfig) -> str:
+    if cfg.backend is not None:
+        return cfg.backend
+    return "nccl" if torch.cuda.is_available() else "gloo"
+
+
+def _device(ctx: DistContext, backend: str) -> torch.device:
+    if backend == "nccl" and torch.cuda.is_available():
+        torch.cuda.set_device(ctx.local_rank % torch.cuda.device_count())
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def init_process_group(ctx: DistContext, backend: str, timeout: float) -> None:
+    """Joins torch's default process group (torchrun's ``env://`` store); no-op if already joined."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return
+    if "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:  # a plain `python script.py`
+        os.environ.setdefault("MASTER_ADDR", ctx.master_addr)
+        os.environ.setdefault("MASTER_PORT", str(ctx.master_port))
+    dist.init_process_group(backend, rank=ctx.rank, world_size=ctx.world_size,
+                            timeout=datetime.timedelta(seconds=timeout))
+
+
+def teardown(ok: bool, timeout: float = 60.0) -> None:
+    """RPC first (graceful only if ``ok``), then the process group; every step runs, errors re-raised."""
+    import torch.distributed as dist
+
+    from pyg_dist import rpc
+
+    problems = []
+    try:
+        rpc.shutdown_rpc(graceful=ok, timeout=timeout)
+    except Exception as exc:  # noqa: BLE001 -- the process group is still destroyed; re-raised below
+        problems.append(exc)
+    try:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    except Exception as exc:  # noqa: BLE001
+        problems.append(exc)
+    if problems and ok:
+        raise PyGDistError(f"teardown failed: {problems[0]}") from problems[0]
+    for exc in problems:
+        LOG.warning("teardown after a failure: %s", exc)
+
+
+@contextlib.contextmanager
+def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
+    """Starts this rank's part of a distributed run; tears it down in ``finally`` (see module doc).
+
+    Raises:
+        PartitionFormatError: the folder does not match the world (partition count, missing files).
+        RpcTimeoutError: a peer did not arrive within ``config.timeout``.
+    """
+    from pyg_dist import rpc
+    from pyg_dist.partition import read_meta
+    from pyg_dist.store import load_stores
+
+    if not isinstance(config, TrainConfig):
+        raise InvalidArgumentError("dist_session", "config", config, "a pyg_dist.train.TrainConfig")
+    meta = read_meta(config.partition_dir)
+    ctx = DistContext.from_env(meta.num_parts, num_workers=config.num_workers, rpc_port=config.rpc_port)
+    backend = _backend(config)
+    ok = False
+    try:
+        init_process_group(ctx, backend, config.timeout)
+        graph_store, feature_store = load_stores(config.partition_dir, ctx=ctx, mmap=config.mmap)
+        env = DistEnv(config, ctx, _device(ctx, backend), graph_store, feature_store)
+        if ctx.joins_rpc:
+            serve_partition(graph_store, feature_store)
+            rpc.init_rpc(ctx, timeout=config.timeout, call_timeout=config.call_timeout)
+        yield env
+        ok = True
+    finally:
+        teardown(ok)
+
+
+def wrap_ddp(model: torch.nn.Module, env: DistEnv, **kwargs) -> torch.nn.Module:
+    """Moves ``model`` to the rank's device and wraps it in ``DistributedDataParallel`` (world > 1).
+
+    Example:
+        >>> model = wrap_ddp(torch.nn.Linear(4, 2), env)   # doctest: +SKIP
+    """
+    from torch.nn.parallel import DistributedDataParallel
+
+    model = model.to(env.device)
+    if env.world_size == 1:
+        return model
+    ids = [env.device.index] if env.device.type == "cuda" else None
+    return DistributedDataParallel(model, device_ids=ids, **kwargs)
+
+
+def all_mean(value: float, env: DistEnv) -> float:
+    """Mean of a float over all ranks (for printing epoch loss / accuracy)."""
+    import torch.distributed as dist
+
+    t = torch.tensor([float(value)], dtype=torch.float64)
+    if dist.is_initialized() and env.world_size > 1:
+        dist.all_reduce(t)
+        t /= env.world_size
+    return float(t)
+
+
+def all_sum(values, env: DistEnv) -> torch.Tensor:
+    """Element-wise sum of a list of numbers over all ranks (e.g. correct / total counts)."""
+    import torch.distributed as dist
+
+    t = torch.tensor([float(v) for v in values], dtype=torch.float64)
+    if dist.is_initialized() and env.world_size > 1:
+        dist.all_reduce(t)
+    return t

@@ -1,0 +1,121 @@
+"""Distributed loaders in spawned worlds: batches equal the originals, every seed once, equal counts."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pyg_dist
+from pyg_dist.partition import Partitioner, load_original_ids
+from pyg_dist.testing import spawn_world
+
+FANOUT = [4, 3]
+
+
+def _graph():
+    return pyg_dist.synthetic_graph(600, 6, num_features=8, edge_dim=3, seed=1)
+
+
+def _partition(tmp_path, parts, method="metis", sub_parts=1, data=None):
+    data = data if data is not None else _graph()
+    root = tmp_path / f"g-{parts}-{method}-{sub_parts}"
+    Partitioner(data, parts, method=method, sub_parts=sub_parts).save(root, overwrite=True, progress=False)
+    return data, str(root)
+
+
+def _check_batch(batch, data, orig):
+    """x / y / edge_attr rows equal the originals; every sampled edge exists in the original graph."""
+    on, oe = orig["_N"][batch.n_id], orig[("_N", "_E", "_N")][batch.e_id]
+    assert torch.equal(batch.x, data.x[on]) and torch.equal(batch.y, data.y[on])
+    assert torch.equal(batch.edge_attr, data.edge_attr[oe])
+    src, dst = on[batch.edge_index[0]], on[batch.edge_index[1]]
+    assert torch.equal(data.edge_index[0, oe], src) and torch.equal(data.edge_index[1, oe], dst)
+    assert batch.batch_size == batch.input_id.numel()
+
+
+def _epoch_rank(rank, world_size, root, workers, input_nodes, drop_last, bs, context=None):
+    from pyg_dist.distributed.node_loader import DistNeighborLoader
+    from pyg_dist.train import TrainConfig, dist_session
+
+    data = _graph()
+    orig = load_original_ids(root)
+    with dist_session(TrainConfig(root, num_workers=workers, timeout=60)) as env:
+        loader = DistNeighborLoader(env, FANOUT, input_nodes=input_nodes, batch_size=bs, shuffle=True,
+                                    drop_last=drop_last, num_workers=workers,
+                                    **({"multiprocessing_context": context} if context else {}))
+        seeds, count = [], 0
+        try:
+            for batch in loader:
+                _check_batch(batch, data, orig)
+                if isinstance(input_nodes, str):                # mask input: input_id = global id
+                    assert torch.equal(batch.n_id[:batch.batch_size], batch.input_id)
+                else:                                           # tensor input: position in it (PyG)
+                    assert torch.equal(batch.n_id[:batch.batch_size], input_nodes[batch.input_id])
+                seeds += orig["_N"][batch.n_id[:batch.batch_size]].tolist()
+                count += 1
+        finally:
+            loader.shutdown()
+        return seeds, count, len(loader)
+
+
+def _run_epoch(root, world, workers=0, input_nodes="train_mask", drop_last=False, bs=16, context=None):
+    res = spawn_world(world, _epoch_rank, root, workers, input_nodes, drop_last, bs, context, timeout=150)
+    counts = {c for _, c, _ in res} | {n for _, _, n in res}
+    seeds = [s for r, _, _ in res for s in r]
+    return seeds, counts, res
+
+
+def _expected(data, mask="train_mask"):
+    return set(data[mask].nonzero().view(-1).tolist())
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("world,parts,workers,context", [(2, 2, 0, None), (4, 2, 0, None), (2, 2, 2, "fork"),
+                                                         (2, 2, 1, "spawn")])
+def test_every_seed_once_equal_batches(tmp_path, world, parts, workers, context):
+    data, root = _partition(tmp_path, parts, sub_parts=world // parts)
+    seeds, counts, _ = _run_epoch(root, world, workers, context=context)
+    assert len(counts) == 1                                  # equal batch counts on every rank
+    expected = _expected(data)
+    assert len(seeds) == len(set(seeds)) and set(seeds) <= expected
+    assert len(expected) - len(seeds) < world                # an equal split leaves out < 1 seed per rank
+
+
+@pytest.mark.timeout(200)
+def test_hybrid_folder(tmp_path):
+    data, root = _partition(tmp_path, 2, method="hybrid")
+    seeds, counts, _ = _run_epoch(root, 2, 0, input_nodes="val_mask")
+    expected = _expected(data, "val_mask")
+    assert len(counts) == 1 and len(seeds) == len(set(seeds)) and len(expected) - len(seeds) < 2
+
+
+@pytest.mark.timeout(200)
+def test_all_seeds_in_one_partition_drop_last(tmp_path):
+    data, root = _partition(tmp_path, 2, method="random")
+    orig = load_original_ids(root)["_N"]
+    # the global seed set: only nodes owned by partition 1 (global ids >= its start)
+    from pyg_dist.partition import read_meta
+    start = int(read_meta(root).node_bounds["_N"][1])
+    seeds_global = torch.arange(start, start + 100)
+    seeds, counts, _ = _run_epoch(root, 2, 0, input_nodes=seeds_global, drop_last=True, bs=16)
+    assert counts == {3}                                     # 100 seeds / 2 ranks -> 3 full batches each
+    assert len(seeds) == len(set(seeds)) == 96
+    assert set(seeds) <= set(orig[seeds_global].tolist())
+
+
+@pytest.mark.timeout(120)
+def test_bad_inputs_raise_typed_errors(tmp_path):
+    from pyg_dist.distributed.node_loader import DistNeighborLoader
+    from pyg_dist.errors import InvalidArgumentError
+    from pyg_dist.store import load_stores
+
+    _, root = _partition(tmp_path, 1, method="random")
+    gs, fs = load_stores(root, 0)
+    with pytest.raises(InvalidArgumentError, match="data"):
+        DistNeighborLoader("nope", FANOUT)
+    with pytest.raises(InvalidArgumentError, match="seed_split"):
+        DistNeighborLoader((fs, gs), FANOUT, seed_split="magic", batch_size=4)
+    with pytest.raises(InvalidArgumentError, match="input_nodes"):
+        DistNeighborLoader((fs, gs), FANOUT, input_nodes=torch.tensor([0, 10_000]), batch_size=4)
+    with pytest.raises(InvalidArgumentError, match="persistent_workers"):
+        DistNeighborLoader((fs, gs), FANOUT, batch_size=4, num_workers=1, persistent_workers=False,
+                           ctx=pyg_dist.DistContext(rank=0, world_size=1, num_partitions=1, num_workers=1))

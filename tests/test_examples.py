@@ -1,0 +1,72 @@
+"""The distributed examples under the real launcher (``python -m torch.distributed.run``), tiny scale."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import pyg_dist
+from pyg_dist.partition import Partitioner
+from pyg_dist.testing import free_port
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "distributed"
+
+
+def _env():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHELASTIC_", "PYG_DIST_RPC"))}
+    env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    return env
+
+
+def _torchrun(script, *args, nproc=2, timeout=240):
+    port = free_port()
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", f"--nproc-per-node={nproc}",
+           "--master-addr=127.0.0.1", f"--master-port={port}", str(EXAMPLES / script), *args]
+    env = dict(_env(), PYG_DIST_RPC_PORT=str(free_port()))
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def _test_acc(proc):
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-5000:])
+    lines = proc.stdout.strip().splitlines()
+    match = re.fullmatch(r"test_acc=([0-9.]+)", lines[-1])
+    assert match, lines
+    return lines, float(match.group(1))
+
+
+@pytest.mark.timeout(300)
+def test_demo_partitions_and_trains_two_ranks():
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "demo.py"), "--num-nodes", "3000", "--epochs", "2",
+                           "--batch-size", "128"], capture_output=True, text=True, timeout=280, env=_env())
+    lines, acc = _test_acc(proc)
+    epochs = [ln for ln in lines if ln.startswith("epoch=")]
+    assert len(epochs) == 2, lines                              # printed once (rank 0), per epoch
+    assert all(re.match(r"epoch=\d{3} loss=[0-9.]+ train_acc=[0-9.]+ val_acc=[0-9.]+", ln) for ln in epochs)
+    assert acc > 0.4                                            # 8 classes: chance 0.125
+
+
+@pytest.mark.timeout(300)
+def test_hetero_node_classification_with_sampler_workers(tmp_path):
+    data = pyg_dist.synthetic_graph(1500, 6, num_features=16, hetero=True, seed=2)
+    Partitioner(data, 2, method="random").save(tmp_path / "h2", progress=False)
+    proc = _torchrun("node_classification.py", "--partition-dir", str(tmp_path / "h2"), "--epochs", "2",
+                     "--batch-size", "64", "--num-neighbors", "4,3", "--num-workers", "2", "--max-steps", "4")
+    lines, acc = _test_acc(proc)
+    assert "hetero=True" in lines[0] and 0.0 <= acc <= 1.0
+    assert len([ln for ln in lines if ln.startswith("epoch=")]) == 2
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("script", ["link_prediction.py", "temporal_link_prediction.py"])
+def test_link_examples(tmp_path, script):
+    data = pyg_dist.synthetic_graph(1500, 6, num_features=16, edge_time=True, seed=3)
+    Partitioner(data, 2, method="metis").save(tmp_path / "l2", progress=False)
+    proc = _torchrun(script, "--partition-dir", str(tmp_path / "l2"), "--epochs", "2", "--batch-size", "64",
+                     "--num-neighbors", "4,3", "--max-steps", "4")
+    lines, acc = _test_acc(proc)
+    assert f"temporal={script.startswith('temporal')}" in lines[0], lines
+    assert 0.0 <= acc <= 1.0
