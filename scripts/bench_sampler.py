@@ -8,7 +8,7 @@ Graph: an ogbn-products-shaped power-law graph with communities (2.4 M nodes, ~6
 Prints ONE table: ms/batch (wall), cpu ms/batch (process CPU time, all threads: on a shared machine
 the 1-thread figure is the steadier one) and sampled edges/s (edges in the output over all hops) per
 backend and thread count, and the first-batch latency of a fresh process (numba cache hit, and with an
-empty cache = compile).
+empty cache = compile). Each timed row follows ``--warmup`` untimed batches at the same thread count.
 
     python scripts/bench_sampler.py --scale 0.1          # while developing
     python scripts/bench_sampler.py                      # full size (~3 GB RAM)
@@ -101,7 +101,8 @@ def main() -> None:
     p.add_argument("--cache-dir", default="/tmp/pyg_dist_bench")
     p.add_argument("--seeds", type=int, default=1024)
     p.add_argument("--fanouts", type=lambda s: [int(v) for v in s.split(",")], default=[15, 10, 5])
-    p.add_argument("--batches", type=int, default=20)
+    p.add_argument("--batches", type=int, default=40)
+    p.add_argument("--warmup", type=int, default=10, help="untimed batches before each timed row")
     p.add_argument("--torch-batches", type=int, default=3)
     p.add_argument("--threads", type=lambda s: [int(v) for v in s.split(",")], default=[1, 2])
     p.add_argument("--backends", default=None, help="comma list; default: every available backend")
@@ -117,10 +118,12 @@ def main() -> None:
     rows = []
     for backend in backends:
         sampler = make_sampler(g, backend, args.fanouts)
-        run_batches(sampler, g["N"], 1, args.seeds, seed=99)  # warm-up
         batches = args.torch_batches if backend == "torch" else args.batches
         for t in args.threads:
             torch.set_num_threads(t)
+            # steady state: the first batches after start-up or a thread change run up to 1.5x slower
+            # (page faults in the relabel maps and output buffers, thread-pool start)
+            run_batches(sampler, g["N"], 1 if backend == "torch" else args.warmup, args.seeds, seed=99)
             sec, edges, cpu = run_batches(sampler, g["N"], batches, args.seeds)
             rows.append((backend, t, 1000 * sec / batches, 1000 * cpu / batches, edges / sec / 1e6, edges / batches))
         del sampler
