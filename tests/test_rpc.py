@@ -221,6 +221,7 @@ def test_spawn_world_reports_failure_and_kills_every_rank(tmp_path):
 _TORCHRUN_SCRIPT = textwrap.dedent('''
     import multiprocessing as mp
     import os
+    import sys
     import torch
     import torch.distributed as dist
     from dataclasses import dataclass
@@ -267,7 +268,8 @@ _TORCHRUN_SCRIPT = textwrap.dedent('''
             dist.barrier()
         finally:
             dist.destroy_process_group()
-        print("RANK_OK", ctx.rank, flush=True)
+        sys.stdout.write(f"RANK_OK {ctx.rank}\\n")  # one write: both ranks share the pipe
+        sys.stdout.flush()
 
     if __name__ == "__main__":
         main()
