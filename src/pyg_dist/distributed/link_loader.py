@@ -77,7 +77,7 @@ def owned_link_seeds(gs, et, index: Optional[Tensor], edge_label: Optional[Tenso
     return out
 
 
-class DistLinkNeighborLoader(LinkLoader):
+class DistLinkNeighborLoader(L.DistLoaderMixin, LinkLoader):
     """Mini-batches around seed edges over a partitioned graph (PyG ``LinkNeighborLoader`` API).
 
     Args:
@@ -125,14 +125,11 @@ class DistLinkNeighborLoader(LinkLoader):
         batch_size = kwargs.get("batch_size", 1) or 1
         self.seed_share = rank_seeds(_WHERE, items, "dst", ctx, meta, et[-1], batch_size,
                                      bool(kwargs.get("drop_last", False)), seed_split, shuffle_seed)
-        if neighbor_sampler is None:
-            _checks.check_num_neighbors(_WHERE, num_neighbors)
-            from pyg_dist.distributed.sampler import DistNeighborSampler
-            neighbor_sampler = DistNeighborSampler(
-                gs, fs, num_neighbors, replace=replace, subgraph_type=subgraph_type, disjoint=disjoint,
-                temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
-                directed=directed, concurrency=concurrency, node_attrs=node_attrs, edge_attrs=edge_attrs,
-                timeout=timeout)
+        neighbor_sampler = L.make_sampler(
+            _WHERE, gs, fs, num_neighbors, neighbor_sampler, replace=replace, subgraph_type=subgraph_type,
+            disjoint=disjoint, temporal_strategy=temporal_strategy, time_attr=time_attr,
+            weight_attr=weight_attr, directed=directed, concurrency=concurrency, node_attrs=node_attrs,
+            edge_attrs=edge_attrs, timeout=timeout)
         self.ctx = ctx
         mine = self.seed_share.items
         pairs = torch.stack([mine["src"], mine["dst"]])
@@ -145,11 +142,6 @@ class DistLinkNeighborLoader(LinkLoader):
         if not meta.is_hetero:
             self.input_data.input_type = None  # the homogeneous boundary: no edge type downstream
 
-    @property
-    def num_batches(self) -> int:
-        """Batches per epoch (equal on every rank with ``seed_split="balanced"``)."""
-        return self.seed_share.num_batches
-
     def filter_fn(self, out):
         """Builds the ``Data`` / ``HeteroData`` link batch from the sample and its fetched rows."""
         if self.transform_sampler_output:
@@ -157,10 +149,3 @@ class DistLinkNeighborLoader(LinkLoader):
         triplet = self.neg_sampling is not None and self.neg_sampling.is_triplet()
         data = L.link_batch(out, self.input_data.input_type, triplet)
         return data if self.transform is None else self.transform(data)
-
-    def shutdown(self) -> None:
-        """Stops this loader's workers (they leave RPC); call it on every rank at the same point."""
-        it = getattr(self, "_iterator", None)
-        if it is not None and hasattr(it, "_shutdown_workers"):
-            it._shutdown_workers()
-        self._iterator = None

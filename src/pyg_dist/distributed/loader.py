@@ -82,6 +82,32 @@ def loader_kwargs(where: str, kwargs: dict, ctx: DistContext, stores) -> dict:
     return out
 
 
+def make_sampler(where: str, graph_store, feature_store, num_neighbors, neighbor_sampler, **opts):
+    """The loader's sampler: ``neighbor_sampler`` when given, else a ``DistNeighborSampler`` with ``opts``."""
+    if neighbor_sampler is not None:
+        return neighbor_sampler
+    from pyg_dist.distributed.sampler import DistNeighborSampler
+    from pyg_dist.loader import _checks
+    _checks.check_num_neighbors(where, num_neighbors)
+    return DistNeighborSampler(graph_store, feature_store, num_neighbors, **opts)
+
+
+class DistLoaderMixin:
+    """What both distributed loaders share: the agreed batch count and stopping their workers."""
+
+    @property
+    def num_batches(self) -> int:
+        """Batches per epoch (equal on every rank with ``seed_split="balanced"``)."""
+        return self.seed_share.num_batches
+
+    def shutdown(self) -> None:
+        """Stops this loader's workers (they leave RPC); call it on every rank at the same point."""
+        it = getattr(self, "_iterator", None)
+        if it is not None and hasattr(it, "_shutdown_workers"):
+            it._shutdown_workers()
+        self._iterator = None
+
+
 class WorkerSetup:
     """``worker_init_fn`` for ``num_workers > 0``: serve the partition, join RPC, leave it at exit."""
 

@@ -82,7 +82,7 @@ def rank_seeds(where: str, items: Dict[str, Tensor], key: str, ctx, meta, ntype:
     return SeedShare(items, batches, BalancePlan(batches, (n,), (n,), (), (0,)))
 
 
-class DistNeighborLoader(NodeLoader):
+class DistNeighborLoader(L.DistLoaderMixin, NodeLoader):
     """Mini-batches of sampled neighbourhoods over a partitioned graph (PyG ``NeighborLoader`` API).
 
     Args:
@@ -132,14 +132,11 @@ class DistNeighborLoader(NodeLoader):
         batch_size = kwargs.get("batch_size", 1) or 1
         self.seed_share = rank_seeds(_WHERE, items, "node", ctx, meta, ntype, batch_size,
                                      bool(kwargs.get("drop_last", False)), seed_split, shuffle_seed)
-        if neighbor_sampler is None:
-            _checks.check_num_neighbors(_WHERE, num_neighbors)
-            from pyg_dist.distributed.sampler import DistNeighborSampler
-            neighbor_sampler = DistNeighborSampler(
-                gs, fs, num_neighbors, replace=replace, subgraph_type=subgraph_type, disjoint=disjoint,
-                temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
-                directed=directed, concurrency=concurrency, node_attrs=node_attrs, edge_attrs=edge_attrs,
-                timeout=timeout)
+        neighbor_sampler = L.make_sampler(
+            _WHERE, gs, fs, num_neighbors, neighbor_sampler, replace=replace, subgraph_type=subgraph_type,
+            disjoint=disjoint, temporal_strategy=temporal_strategy, time_attr=time_attr,
+            weight_attr=weight_attr, directed=directed, concurrency=concurrency, node_attrs=node_attrs,
+            edge_attrs=edge_attrs, timeout=timeout)
         self.ctx = ctx
         mine = self.seed_share.items
         nodes = (ntype, mine["node"]) if meta.is_hetero else mine["node"]
@@ -148,21 +145,9 @@ class DistNeighborLoader(NodeLoader):
                          transform_sampler_output=transform_sampler_output, filter_per_worker=filter_per_worker,
                          input_id=mine["input_id"], **L.loader_kwargs(_WHERE, kwargs, ctx, (fs, gs)))
 
-    @property
-    def num_batches(self) -> int:
-        """Batches per epoch (equal on every rank with ``seed_split="balanced"``)."""
-        return self.seed_share.num_batches
-
     def filter_fn(self, out):
         """Builds the ``Data`` / ``HeteroData`` batch from the sample and its fetched rows."""
         if self.transform_sampler_output:
             out = self.transform_sampler_output(out)
         data = L.node_batch(out, self.input_data.input_type)
         return data if self.transform is None else self.transform(data)
-
-    def shutdown(self) -> None:
-        """Stops this loader's workers (they leave RPC); call it on every rank at the same point."""
-        it = getattr(self, "_iterator", None)
-        if it is not None and hasattr(it, "_shutdown_workers"):
-            it._shutdown_workers()
-        self._iterator = None
