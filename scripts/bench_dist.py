@@ -26,26 +26,11 @@ import time
 
 import torch
 
-FULL_N, FULL_PAIRS = 2_449_029, 32_400_000
-
 
 def load_graph(args) -> dict:
-    """{rowptr, col, N} of a symmetric graph."""
-    if args.graph:
-        g = torch.load(args.graph, weights_only=True)
-        return {"rowptr": g["rowptr"].long(), "col": g["col"].long(), "N": int(g["N"])}
-    os.makedirs(args.cache_dir, exist_ok=True)
-    path = os.path.join(args.cache_dir, f"products_like_scale{args.scale:g}.pt")
-    if os.path.exists(path):
-        return torch.load(path, weights_only=True)
-    from pyg_dist.datasets.synthetic import dcsbm_edges
-    n, pairs = max(int(FULL_N * args.scale), 2), max(int(FULL_PAIRS * args.scale), 1)
-    dst, src = dcsbm_edges(n, pairs, community_size=1200, intra_frac=0.85, seed=0)  # sorted by dst
-    rowptr = torch.zeros(n + 1, dtype=torch.int64)
-    torch.cumsum(torch.bincount(dst, minlength=n), 0, out=rowptr[1:])
-    g = {"rowptr": rowptr, "col": src.contiguous(), "N": n}
-    torch.save(g, path)
-    return g
+    """{rowptr, col, N} of a symmetric graph (so CSR == CSC)."""
+    from pyg_dist.datasets.synthetic import products_like_csr
+    return products_like_csr(args.scale, args.cache_dir, args.graph)
 
 
 def folder(args, method: str, parts: int) -> str:

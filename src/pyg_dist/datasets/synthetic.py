@@ -8,7 +8,10 @@ set into several node types (edges keep their community structure across types).
 """
 from __future__ import annotations
 
-from typing import Sequence, Tuple
+import os
+import sys
+import time
+from typing import Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -184,3 +187,35 @@ def _to_hetero(row, col, x, y, attrs, node_types, split, gen):
                 if key in attrs:
                     store[key] = attrs[key][sel]
     return data
+
+
+#: ogbn-products' node count and the undirected pairs drawn for the reference benchmark graph.
+PRODUCTS_NODES, PRODUCTS_PAIRS = 2_449_029, 32_400_000
+
+
+def products_like_csr(scale: float = 1.0, cache_dir: str = "/tmp/pyg_dist_bench",
+                      graph: Optional[str] = None) -> dict:
+    """The benchmark graph as a symmetric CSR ``{rowptr, col, N}`` (so CSR == CSC).
+
+    Args:
+        scale: Fraction of ogbn-products' size for the built-in generator (1 = 2.4 M nodes, ~62 M
+            directed edges, communities of 1,200 nodes, 85 % of edges inside a community).
+        cache_dir: Where a generated graph is cached for the next run.
+        graph: A file written by ``shared/bench/products_like.py`` (used instead of generating).
+    """
+    if graph:
+        g = torch.load(graph, weights_only=True)
+        return {"rowptr": g["rowptr"].long(), "col": g["col"].long(), "N": int(g["N"])}
+    os.makedirs(cache_dir, exist_ok=True)
+    path = os.path.join(cache_dir, f"products_like_scale{scale:g}.pt")
+    if os.path.exists(path):
+        return torch.load(path, weights_only=True)
+    n, pairs = max(int(PRODUCTS_NODES * scale), 2), max(int(PRODUCTS_PAIRS * scale), 1)
+    t0 = time.time()
+    dst, src = dcsbm_edges(n, pairs, community_size=1200, intra_frac=0.85, seed=0)  # sorted by dst
+    rowptr = torch.zeros(n + 1, dtype=torch.int64)
+    torch.cumsum(torch.bincount(dst, minlength=n), 0, out=rowptr[1:])
+    g = {"rowptr": rowptr, "col": src.contiguous(), "N": n}
+    torch.save(g, path)
+    print(f"# generated {path}: N={n:,} E={src.numel():,} in {time.time() - t0:.0f}s", file=sys.stderr)
+    return g
