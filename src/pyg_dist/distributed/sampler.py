@@ -19,7 +19,6 @@ import asyncio
 import functools
 from typing import Dict, Optional, Sequence
 
-import torch
 from torch import Tensor
 from torch_geometric.sampler import BaseSampler, EdgeSamplerInput, NegativeSampling, NodeSamplerInput
 from torch_geometric.sampler.base import NumNeighbors
@@ -32,7 +31,7 @@ from pyg_dist.distributed.messages import (ONE_HOP_OP, DistLinkMetadata, DistNod
 from pyg_dist.distributed.stats import SamplerStats, remote_count
 from pyg_dist.errors import InvalidArgumentError, check_choice, check_positive_int
 from pyg_dist.ops import TEMPORAL_STRATEGIES, normalize_time, resolve_backend
-from pyg_dist.sampler.neighbor import SUBGRAPH_TYPES, _fanouts
+from pyg_dist.sampler.neighbor import SUBGRAPH_TYPES, _fanouts, check_typed_seed
 from pyg_dist.sampler.output import TypedSample, to_sampler_output
 from pyg_dist.sampler import seeds as S
 
@@ -325,20 +324,7 @@ class DistNeighborSampler(BaseSampler):
 
     # ------------------------------------------------------------------ argument checks
     def _check_seed(self, seed) -> Dict[NodeType, Tensor]:
-        where = f"{_WHERE}.sample_typed"
-        if not isinstance(seed, dict) or not seed:
-            raise InvalidArgumentError(where, "seed", seed, "a non-empty dict of tensors")
-        out = {}
-        for t, ids in seed.items():
-            if t not in self.num_nodes:
-                raise InvalidArgumentError(where, "seed", t, f"a node type in {self.node_types}")
-            if not isinstance(ids, Tensor) or ids.dim() != 1 or ids.is_floating_point() or ids.dtype == torch.bool:
-                raise InvalidArgumentError(where, "seed", ids, "a 1-D integer tensor")
-            ids = ids.to(torch.int64)
-            if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.num_nodes[t]):
-                raise InvalidArgumentError(where, "seed", ids, f"global ids of type {t!r} in [0, {self.num_nodes[t]})")
-            out[t] = ids.contiguous()
-        return out
+        return check_typed_seed(f"{_WHERE}.sample_typed", seed, self.num_nodes)
 
     def _seed_time(self, seed, seed_time) -> Optional[Dict[NodeType, Tensor]]:
         where = f"{_WHERE}.sample_typed"

@@ -89,6 +89,23 @@ def _fanouts(num_neighbors: NumNeighbors, edge_types: List[EdgeType]) -> Dict[Ed
     return out
 
 
+def check_typed_seed(where: str, seed, num_nodes: Dict[NodeType, int]) -> Dict[NodeType, Tensor]:
+    """``seed`` as ``{node type: contiguous int64 global ids}``, or InvalidArgumentError naming it."""
+    if not isinstance(seed, dict) or not seed:
+        raise InvalidArgumentError(where, "seed", seed, "a non-empty dict of tensors")
+    out = {}
+    for t, ids in seed.items():
+        if t not in num_nodes:
+            raise InvalidArgumentError(where, "seed", t, f"a node type in {list(num_nodes)}")
+        if not isinstance(ids, Tensor) or ids.dim() != 1 or ids.is_floating_point() or ids.dtype == torch.bool:
+            raise InvalidArgumentError(where, "seed", ids, "a 1-D integer tensor")
+        ids = ids.to(torch.int64)
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_nodes[t]):
+            raise InvalidArgumentError(where, "seed", ids, f"global ids of type {t!r} in [0, {num_nodes[t]})")
+        out[t] = ids.contiguous()
+    return out
+
+
 class NeighborSampler(BaseSampler):
     """In-memory (heterogeneous) neighbour sampler with PyG's semantics and pyg_dist's kernels.
 
@@ -209,20 +226,7 @@ class NeighborSampler(BaseSampler):
         return sample_hops(self._graph, opts, seed, seed_time)
 
     def _check_seed(self, seed) -> Dict[NodeType, Tensor]:
-        if not isinstance(seed, dict) or not seed:
-            raise InvalidArgumentError(f"{_WHERE}.sample_typed", "seed", seed, "a non-empty dict of tensors")
-        out = {}
-        for t, ids in seed.items():
-            if t not in self.num_nodes:
-                raise InvalidArgumentError(f"{_WHERE}.sample_typed", "seed", t, f"a node type in {self.node_types}")
-            if not isinstance(ids, Tensor) or ids.dim() != 1 or ids.is_floating_point():
-                raise InvalidArgumentError(f"{_WHERE}.sample_typed", "seed", ids, "a 1-D integer tensor")
-            ids = ids.to(torch.int64)
-            if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.num_nodes[t]):
-                raise InvalidArgumentError(f"{_WHERE}.sample_typed", "seed", ids,
-                                           f"ids of type {t!r} in [0, {self.num_nodes[t]})")
-            out[t] = ids.contiguous()
-        return out
+        return check_typed_seed(f"{_WHERE}.sample_typed", seed, self.num_nodes)
 
     def _seed_time(self, seed, seed_time) -> Optional[Dict[NodeType, Tensor]]:
         where = f"{_WHERE}.sample_typed"
