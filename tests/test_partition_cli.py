@@ -82,19 +82,35 @@ def test_script_on_cora(tmp_path):
     assert train == 140
 
 
-def test_symmetric_csr_matches_oracle():
-    gen = torch.Generator().manual_seed(0)
-    for n, m, presort in [(1, 0, False), (40, 300, False), (40, 300, True), (7, 49, False)]:
-        s, d = torch.randint(0, n, (m,), generator=gen), torch.randint(0, n, (m,), generator=gen)
-        if presort:
-            key = torch.unique(s * n + d)
-            s, d = key // n, key % n
-        xadj, adj = symmetric_csr(s, d, n)
+def _sorted_input(s, d, n, kind):
+    """Sorted (source, destination) pairs: as drawn, symmetrised, + self loops, or + duplicates."""
+    if kind == "symmetric":
         keep = s != d
-        key = torch.unique(torch.cat([s[keep] * n + d[keep], d[keep] * n + s[keep]]))
-        ptr = torch.zeros(n + 1, dtype=torch.long)
-        ptr[1:] = torch.cumsum(torch.bincount(key // n, minlength=n), 0)
-        assert np.array_equal(xadj, ptr.numpy()) and np.array_equal(adj, (key % n).numpy())
+        s, d = torch.cat([s[keep], d[keep]]), torch.cat([d[keep], s[keep]])
+    key = torch.unique(s * n + d)
+    if kind == "loops":
+        key = torch.unique(torch.cat([key, torch.arange(n) * (n + 1)]))
+    if kind == "duplicates":
+        key = torch.repeat_interleave(key, 2)
+    return key // n, key % n
+
+
+@pytest.mark.parametrize("n,m,presort", [(1, 0, None), (40, 300, None), (40, 300, "plain"),
+                                         (40, 300, "symmetric"), (40, 300, "loops"),
+                                         (40, 300, "duplicates"), (7, 49, None)])
+def test_symmetric_csr_matches_oracle(n, m, presort):
+    """Unsorted input, sorted input (one-pass transpose), and already-symmetric simple input (returned
+    as it is) all give the undirected, loop-free, deduplicated CSR."""
+    gen = torch.Generator().manual_seed(0)
+    s, d = torch.randint(0, n, (m,), generator=gen), torch.randint(0, n, (m,), generator=gen)
+    if presort:
+        s, d = _sorted_input(s, d, n, presort)
+    xadj, adj = symmetric_csr(s, d, n)
+    keep = s != d
+    key = torch.unique(torch.cat([s[keep] * n + d[keep], d[keep] * n + s[keep]]))
+    ptr = torch.zeros(n + 1, dtype=torch.long)
+    ptr[1:] = torch.cumsum(torch.bincount(key // n, minlength=n), 0)
+    assert np.array_equal(xadj, ptr.numpy()) and np.array_equal(adj, (key % n).numpy())
 
 
 def test_relabel_csc_is_stable_dst_sort():

@@ -40,6 +40,36 @@ def _is_sorted_pairs(src, dst):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True)
+def _transpose_sorted(src, dst, num_nodes):  # pragma: no cover - compiled
+    """In-lists of edges sorted by (source, destination): ``(ptr, adj)``, sources ascending per row.
+
+    One histogram and one scatter pass: reading in sorted order makes the scatter stable.
+    """
+    ptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    for e in range(dst.shape[0]):
+        ptr[dst[e] + 1] += 1
+    for k in range(num_nodes):
+        ptr[k + 1] += ptr[k]
+    cur = ptr[:-1].copy()
+    adj = np.empty(dst.shape[0], dtype=np.int64)
+    for e in range(dst.shape[0]):
+        k = dst[e]
+        adj[cur[k]] = src[e]
+        cur[k] += 1
+    return ptr, adj
+
+
+@numba.njit(cache=True)
+def _is_simple(ptr, adj):  # pragma: no cover - compiled
+    """Every row strictly ascending (no duplicates) and without its own id (no self loop)."""
+    for v in range(ptr.shape[0] - 1):
+        for k in range(ptr[v], ptr[v + 1]):
+            if adj[k] == v or (k > ptr[v] and adj[k] <= adj[k - 1]):
+                return False
+    return True
+
+
+@numba.njit(cache=True)
 def _merge_rows(out_ptr, out_adj, in_ptr, in_adj, n, ptr, adj, write):  # pragma: no cover - compiled
     """Per row: merge two ascending lists, dropping duplicates and self loops (count or write)."""
     w = 0
@@ -65,9 +95,11 @@ def _merge_rows(out_ptr, out_adj, in_ptr, in_adj, n, ptr, adj, write):  # pragma
 def symmetric_csr(src: Tensor, dst: Tensor, num_nodes: int) -> Tuple[np.ndarray, np.ndarray]:
     """METIS' input: the undirected, self-loop-free, deduplicated CSR of the edges ``src -> dst``.
 
-    Linear time: edges are put in (source, destination) order by two stable counting sorts (skipped
-    when already sorted), in-lists by one more stable counting sort by destination; each row then
-    merges its two ascending lists.
+    Linear time: edges are put in (source, destination) order by two stable counting sorts, and the
+    in-lists by one more by destination; input already in that order needs only one histogram and
+    scatter pass for the in-lists. Each row then merges its two ascending lists, unless the in-lists
+    equal the out-lists of a graph without loops or duplicates (already symmetric, as most PyG graphs
+    are): then the input is METIS' graph as it is, and the merges and their copy are skipped.
 
     Example:
         >>> xadj, adj = symmetric_csr(torch.tensor([0, 1, 1]), torch.tensor([1, 0, 2]), 3)
@@ -76,19 +108,21 @@ def symmetric_csr(src: Tensor, dst: Tensor, num_nodes: int) -> Tuple[np.ndarray,
     """
     s, d = src.long().numpy(), dst.long().numpy()
     if _is_sorted_pairs(s, d):
-        by_src = np.arange(s.shape[0], dtype=np.int64)
         out_adj = d
+        in_ptr, in_adj = _transpose_sorted(s, d, num_nodes)
     else:
         by_dst, _ = _counting_order(d, num_nodes, np.arange(s.shape[0], dtype=np.int64))
         by_src, _ = _counting_order(s, num_nodes, by_dst)
         del by_dst
         out_adj = d[by_src]
+        in_order, in_ptr = _counting_order(d, num_nodes, by_src)  # stable: sources ascending per row
+        del by_src
+        in_adj = s[in_order]
+        del in_order
     out_ptr = np.zeros(num_nodes + 1, dtype=np.int64)
     np.cumsum(np.bincount(s, minlength=num_nodes), out=out_ptr[1:])
-    in_order, in_ptr = _counting_order(d, num_nodes, by_src)  # stable: sources ascending per row
-    del by_src
-    in_adj = s[in_order]
-    del in_order
+    if np.array_equal(out_ptr, in_ptr) and np.array_equal(out_adj, in_adj) and _is_simple(out_ptr, out_adj):
+        return out_ptr, out_adj  # already symmetric and simple (most PyG graphs): nothing to merge
     ptr = np.zeros(num_nodes + 1, dtype=np.int64)
     total = _merge_rows(out_ptr, out_adj, in_ptr, in_adj, num_nodes, ptr, ptr[:0], False)
     adj = np.empty(total, dtype=np.int64)  # exact size: no copy while METIS runs

@@ -115,19 +115,29 @@ def edge_part(g: TypedGraph, et: EdgeType, eo: EdgeOrder, p: int) -> Optional[Di
     return out
 
 
-def write_parts(root: Path, g: TypedGraph, nodes: Dict[NodeType, NodeOrder],
-                edges: Dict[EdgeType, EdgeOrder], num_parts: int, hybrid: bool, progress: bool) -> None:
-    """Writes ``part_<i>/{graph,node_feats,edge_feats}.pt`` for every partition."""
+def _write_part(root: Path, g: TypedGraph, nodes: Dict[NodeType, NodeOrder],
+                edges: Dict[EdgeType, EdgeOrder], p: int, hybrid: bool) -> None:
     h = g.is_hetero
-    for p in tqdm(range(num_parts), desc="writing partitions", disable=not progress):
-        graph = {et: graph_part(g, et, eo, nodes[et[2]], p, hybrid) for et, eo in edges.items()}
-        _save(untyped(graph, HOMO_EDGE, h), M.graph_path(root, p))
-        del graph
-        nfeat = {t: node_part(g, t, no, p) for t, no in nodes.items()}
-        _save(untyped(nfeat, HOMO_NODE, h), M.node_feats_path(root, p))
-        del nfeat
-        efeat = {et: e for et, eo in edges.items() if (e := edge_part(g, et, eo, p)) is not None}
-        _save(untyped(efeat, HOMO_EDGE, h) if h else efeat.get(HOMO_EDGE, {}), M.edge_feats_path(root, p))
+    graph = {et: graph_part(g, et, eo, nodes[et[2]], p, hybrid) for et, eo in edges.items()}
+    _save(untyped(graph, HOMO_EDGE, h), M.graph_path(root, p))
+    del graph
+    nfeat = {t: node_part(g, t, no, p) for t, no in nodes.items()}
+    _save(untyped(nfeat, HOMO_NODE, h), M.node_feats_path(root, p))
+    del nfeat
+    efeat = {et: e for et, eo in edges.items() if (e := edge_part(g, et, eo, p)) is not None}
+    _save(untyped(efeat, HOMO_EDGE, h) if h else efeat.get(HOMO_EDGE, {}), M.edge_feats_path(root, p))
+
+
+def write_parts(root: Path, g: TypedGraph, nodes: Dict[NodeType, NodeOrder],
+                edges: Dict[EdgeType, EdgeOrder], num_parts: int, hybrid: bool, progress: bool,
+                threads: int = 2) -> None:
+    """Writes ``part_<i>/{graph,node_feats,edge_feats}.pt`` for every partition, ``threads`` at a time
+    (gathers and file writes release the GIL; two parts in flight keep both cores busy)."""
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max(1, min(threads, num_parts))) as pool:
+        jobs = [pool.submit(_write_part, root, g, nodes, edges, p, hybrid) for p in range(num_parts)]
+        for job in tqdm(jobs, desc="writing partitions", disable=not progress):
+            job.result()  # re-raises a failed write here
 
 
 def write_maps(root: Path, g: TypedGraph, nodes: Dict[NodeType, NodeOrder],
