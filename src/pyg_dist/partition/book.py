@@ -77,6 +77,7 @@ class PartitionBook(_BookBase):
                        for k, b in bounds.items()}
         self.num_parts = sizes.pop() - 1
         self._sizes = {k: int(b[-1]) for k, b in self.bounds.items()}
+        self._starts = {k: b.tolist() for k, b in self.bounds.items()}  # owned_range without tensor indexing
 
     def owner(self, type_: AnyType, ids) -> Tensor:
         """Owning partition of each global id (int64, same shape as ``ids``)."""
@@ -95,7 +96,8 @@ class PartitionBook(_BookBase):
         """``(start, end)`` of the ids ``part`` owns."""
         key = self._key("owned_range", type_)
         part = self._part("owned_range", part)
-        return int(self.bounds[key][part]), int(self.bounds[key][part + 1])
+        starts = self._starts[key]
+        return starts[part], starts[part + 1]
 
     def owned_ids(self, type_: AnyType, part: int) -> Tensor:
         """Sorted global ids owned by ``part``; row ``i`` of its block holds ``owned_ids[i]``."""
