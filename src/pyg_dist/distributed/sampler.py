@@ -30,8 +30,8 @@ from pyg_dist.distributed.messages import (ONE_HOP_OP, DistLinkMetadata, DistNod
                                            FeatureBatch)
 from pyg_dist.distributed.stats import SamplerStats, remote_count
 from pyg_dist.errors import InvalidArgumentError, check_choice, check_positive_int
-from pyg_dist.ops import TEMPORAL_STRATEGIES, normalize_time, resolve_backend
-from pyg_dist.sampler.neighbor import SUBGRAPH_TYPES, _fanouts, check_typed_seed
+from pyg_dist.ops import TEMPORAL_STRATEGIES, resolve_backend
+from pyg_dist.sampler.neighbor import SUBGRAPH_TYPES, _fanouts, check_seed_time, check_typed_seed
 from pyg_dist.sampler.output import TypedSample, to_sampler_output
 from pyg_dist.sampler import seeds as S
 
@@ -327,24 +327,8 @@ class DistNeighborSampler(BaseSampler):
         return check_typed_seed(f"{_WHERE}.sample_typed", seed, self.num_nodes)
 
     def _seed_time(self, seed, seed_time) -> Optional[Dict[NodeType, Tensor]]:
-        where = f"{_WHERE}.sample_typed"
-        if not self.is_temporal:
-            if seed_time:
-                raise InvalidArgumentError(where, "seed_time", seed_time, "None (the sampler has no time_attr)")
-            return None
-        if not seed_time:
-            missing = [t for t in seed if t not in self._graph.node_time]
-            if missing:
-                raise InvalidArgumentError(where, "seed_time", seed_time,
-                                           f"seed times (no node time to default to for types {missing})")
-            return {t: self._graph.node_time[t][ids] for t, ids in seed.items()}
-        out = {}
-        for t, ids in seed.items():
-            time = seed_time.get(t)
-            if not isinstance(time, Tensor) or time.shape != ids.shape:
-                raise InvalidArgumentError(where, "seed_time", seed_time, f"one time per seed of type {t!r}")
-            out[t] = normalize_time(time)
-        return out
+        return check_seed_time(f"{_WHERE}.sample_typed", seed, seed_time, self.is_temporal,
+                               self._graph.node_time)
 
 
 __all__ = ["DistNeighborSampler", "register_callees", "TIME_ATTRS", "WEIGHT_ATTR"]

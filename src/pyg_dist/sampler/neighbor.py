@@ -106,6 +106,29 @@ def check_typed_seed(where: str, seed, num_nodes: Dict[NodeType, int]) -> Dict[N
     return out
 
 
+def check_seed_time(where: str, seed: Dict[NodeType, Tensor], seed_time, is_temporal: bool,
+                    node_time: Optional[Dict[NodeType, Tensor]]) -> Optional[Dict[NodeType, Tensor]]:
+    """Seed times per type: ``seed_time`` checked (one per seed), or the seeds' node time when omitted;
+    ``None`` for a sampler without time. InvalidArgumentError names ``seed_time`` otherwise."""
+    if not is_temporal:
+        if seed_time:
+            raise InvalidArgumentError(where, "seed_time", seed_time, "None (the sampler has no time_attr)")
+        return None
+    if not seed_time:
+        missing = [t for t in seed if (node_time or {}).get(t) is None]
+        if missing:
+            raise InvalidArgumentError(where, "seed_time", seed_time,
+                                       f"seed times (no node time to default to for types {missing})")
+        return {t: node_time[t][ids] for t, ids in seed.items()}
+    out = {}
+    for t, ids in seed.items():
+        time = seed_time.get(t)
+        if not isinstance(time, Tensor) or time.shape != ids.shape:
+            raise InvalidArgumentError(where, "seed_time", seed_time, f"one time per seed of type {t!r}")
+        out[t] = normalize_time(time)
+    return out
+
+
 class NeighborSampler(BaseSampler):
     """In-memory (heterogeneous) neighbour sampler with PyG's semantics and pyg_dist's kernels.
 
@@ -229,21 +252,4 @@ class NeighborSampler(BaseSampler):
         return check_typed_seed(f"{_WHERE}.sample_typed", seed, self.num_nodes)
 
     def _seed_time(self, seed, seed_time) -> Optional[Dict[NodeType, Tensor]]:
-        where = f"{_WHERE}.sample_typed"
-        if not self.is_temporal:
-            if seed_time:
-                raise InvalidArgumentError(where, "seed_time", seed_time, "None (the sampler has no time_attr)")
-            return None
-        if not seed_time:
-            missing = [t for t in seed if (self.node_time or {}).get(t) is None]
-            if missing:
-                raise InvalidArgumentError(where, "seed_time", seed_time,
-                                           f"seed times (no node time to default to for types {missing})")
-            return {t: self.node_time[t][ids] for t, ids in seed.items()}
-        out = {}
-        for t, ids in seed.items():
-            time = seed_time.get(t)
-            if time is None or time.shape != ids.shape:
-                raise InvalidArgumentError(where, "seed_time", seed_time, f"one time per seed of type {t!r}")
-            out[t] = normalize_time(time)
-        return out
+        return check_seed_time(f"{_WHERE}.sample_typed", seed, seed_time, self.is_temporal, self.node_time)
