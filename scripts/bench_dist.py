@@ -78,8 +78,12 @@ def bench_rank(rank: int, world_size: int, root: str, opts: dict) -> dict:
     inputs = [NodeSamplerInput(None, own[torch.randint(0, own.numel(), (opts["batch_size"],), generator=gen)].unique())
               for _ in range(opts["batches"] + opts["warmup"])]
 
+    async def one(batch_input):  # a trainer consumes each batch and drops it (a held batch pins its buffers)
+        out = await sampler.sample_from_nodes_async(batch_input)
+        return out.node.numel()
+
     async def run(batch_inputs):
-        return await asyncio.gather(*(sampler.sample_from_nodes_async(i) for i in batch_inputs))
+        return await asyncio.gather(*(one(i) for i in batch_inputs))
 
     with rpc.rpc_session(ctx, timeout=300, call_timeout=120):
         rpc.run_coroutine(run(inputs[:opts["warmup"]]), timeout=600)

@@ -253,7 +253,7 @@ def test_serve_registers_one_store_per_process(folders):
     b.serve()  # one-partition-world style: answered locally by the registered callee
     rpc.init_rpc(DistContext(rank=0, world_size=1, num_partitions=1))
     req = LookupRequest(1, [FeatureQuery(HOMO_NODE, ("y",), b.get_global_id()[:3])])
-    assert torch.equal(rpc.call(0, LOOKUP_OP, req).values[0]["y"], b.get_tensor(None, "y")[:3])
+    assert torch.equal(rpc.call(0, LOOKUP_OP, req).values[0]["y"][0], b.get_tensor(None, "y")[:3])
 
 
 # ---------------------------------------------------------------------------------------- bad input

@@ -23,6 +23,7 @@ from torch import Tensor
 from torch_geometric.sampler import BaseSampler, EdgeSamplerInput, NegativeSampling, NodeSamplerInput
 from torch_geometric.sampler.base import NumNeighbors
 
+from pyg_dist._alloc import tune_allocator
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE, EdgeType, NodeType, as_typed
 from pyg_dist.distributed import features as F
 from pyg_dist.distributed.hops import DistHopOptions, PartitionGraph, sample_hops_async, serve_one_hop
@@ -139,6 +140,7 @@ class DistNeighborSampler(BaseSampler):
                  node_attrs: Optional[Sequence[str]] = None, edge_attrs: Optional[Sequence[str]] = None,
                  timeout: float = 60.0, stats: Optional[SamplerStats] = None, serve: bool = True):
         meta = _check_graph_store(graph_store).partition_meta
+        tune_allocator()  # batches reuse freed memory instead of faulting it in again
         self._check_feature_store(graph_store, feature_store, fetch_features)
         subgraph_type = str(getattr(subgraph_type, "value", subgraph_type))
         check_choice(_WHERE, "subgraph_type", subgraph_type, SUBGRAPH_TYPES)

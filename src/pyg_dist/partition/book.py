@@ -8,7 +8,7 @@ local row is the id's position among the owner's sorted ids.
 """
 from __future__ import annotations
 
-from typing import Dict, Tuple, Union
+from typing import Dict, List, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -51,6 +51,19 @@ class _BookBase:
     def num_items(self, type_: AnyType) -> int:
         """Number of nodes (or edges) of ``type_`` in the whole graph."""
         return self._sizes[self._key("num_items", type_)]
+
+    def split_by_owner(self, type_: AnyType, ids) -> Tuple[Tensor, Tensor, List[int]]:
+        """Positions of ``ids`` grouped by owner: ``(order, rows, ptr)``.
+
+        ``order[ptr[p]:ptr[p + 1]]`` are the positions of the ids partition ``p`` owns (ascending);
+        ``rows`` is aligned with ``order``: each id's row in its owner's block.
+        """
+        key = self._key("split_by_owner", type_)
+        ids = self._ids("split_by_owner", key, ids)
+        owner = self.owner(key, ids)
+        order = torch.sort(owner, stable=True).indices
+        ptr = [0] + torch.cumsum(torch.bincount(owner, minlength=self.num_parts), 0).tolist()
+        return order, self.to_local(key, ids).index_select(0, order), ptr
 
 
 class PartitionBook(_BookBase):
@@ -102,6 +115,14 @@ class PartitionBook(_BookBase):
     def owned_ids(self, type_: AnyType, part: int) -> Tensor:
         """Sorted global ids owned by ``part``; row ``i`` of its block holds ``owned_ids[i]``."""
         return torch.arange(*self.owned_range(type_, part))
+
+    def split_by_owner(self, type_: AnyType, ids) -> Tuple[Tensor, Tensor, List[int]]:
+        """See :meth:`_BookBase.split_by_owner` (one counting-sort pass here)."""
+        from pyg_dist.partition.kernels import split_by_range
+        key = self._key("split_by_owner", type_)
+        ids = self._ids("split_by_owner", key, ids).contiguous()
+        order, rows, ptr = split_by_range(ids.numpy(), self.bounds[key].numpy())
+        return torch.from_numpy(order), torch.from_numpy(rows), ptr.tolist()
 
     def to_global(self, type_: AnyType, part: int, local) -> Tensor:
         """Inverse of :meth:`to_local` for one partition."""

@@ -31,6 +31,42 @@ def _counting_order(key, num_keys, order_in):  # pragma: no cover - compiled
     return out, ptr
 
 
+
+@numba.njit(cache=True, nogil=True)
+def _range_of(v, bounds, k):  # pragma: no cover - compiled
+    """Index ``p`` with ``bounds[p] <= v < bounds[p + 1]`` (branch-free scan: k is small)."""
+    p = 0
+    for q in range(1, k):
+        p += bounds[q] <= v
+    return p
+
+
+@numba.njit(cache=True, nogil=True)
+def split_by_range(ids, bounds):  # pragma: no cover - compiled
+    """Groups positions of ``ids`` by the range of ``bounds`` holding them (stable counting sort).
+
+    Returns ``(order, rows, ptr)``: ``order[ptr[p]:ptr[p + 1]]`` are the positions owned by ``p``,
+    ascending; ``rows`` (aligned with ``order``) is each id's row in its owner's block.
+    """
+    n = ids.shape[0]
+    k = bounds.shape[0] - 1
+    ptr = np.zeros(k + 1, dtype=np.int64)
+    for i in range(n):
+        ptr[_range_of(ids[i], bounds, k) + 1] += 1
+    for p in range(k):
+        ptr[p + 1] += ptr[p]
+    cur = ptr[:-1].copy()
+    order = np.empty(n, dtype=np.int64)
+    rows = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        v = ids[i]
+        o = _range_of(v, bounds, k)
+        j = cur[o]
+        order[j] = i
+        rows[j] = v - bounds[o]
+        cur[o] = j + 1
+    return order, rows, ptr
+
 @numba.njit(cache=True)
 def _is_sorted_pairs(src, dst):  # pragma: no cover - compiled
     for e in range(1, src.shape[0]):

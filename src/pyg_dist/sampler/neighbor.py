@@ -9,6 +9,7 @@ from torch_geometric.data import Data, HeteroData
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput
 from torch_geometric.sampler.base import NumNeighbors
 
+from pyg_dist._alloc import tune_allocator
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE, EdgeType, NodeType
 from pyg_dist.errors import InvalidArgumentError, check_choice
 from pyg_dist.ops import CSC, SAMPLER_BACKENDS, TEMPORAL_STRATEGIES, normalize_time, resolve_backend
@@ -171,6 +172,7 @@ class NeighborSampler(BaseSampler):
         check_choice(_WHERE, "temporal_strategy", temporal_strategy, TEMPORAL_STRATEGIES)
         if directed is not True:
             raise InvalidArgumentError(_WHERE, "directed", directed, "True (induced subgraphs are not supported)")
+        tune_allocator()  # batches reuse freed memory instead of faulting it in again
         self.is_hetero = isinstance(data, HeteroData)
         self._graph = _build_graph(data, time_attr, weight_attr, is_sorted, share_memory)
         self.node_types, self.edge_types = self._graph.node_types, self._graph.edge_types

@@ -19,6 +19,7 @@ from pyg_dist._types import HOMO_EDGE, HOMO_NODE
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
 from pyg_dist.partition.reader import PartitionData
 from pyg_dist.store import lookup as L
+from pyg_dist.store.buffers import gather_rows
 from pyg_dist.store.folder import PartitionStoreMixin
 
 _WHERE = "LocalFeatureStore"
@@ -150,9 +151,13 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
             attr_names = DEFAULT_NODE_ATTR if is_node_feat else DEFAULT_EDGE_ATTR
         names = self._names(where, group, [attr_names] if single else attr_names)
         query = L.FeatureQuery(group, names, *check_ids(where, ids, self.book.num_items(group), group))
+        timeout = L.check_timeout(where, timeout)
+        rows = L.owned_rows(self.book, self.partition, group, query.ids, query.id_range)
+        if rows is not None:  # all local (the common case of small batches): no plan, no future to wait on
+            out = {name: gather_rows(self._cols[group][name], rows) for name in names}
+            return L.LookupFuture.completed(out[names[0]] if single else out)
         finish = (lambda outs: outs[0][names[0]]) if single else (lambda outs: outs[0])
-        return L.start_lookup(self.book, self.partition, self._serve_column, [query], finish,
-                              L.check_timeout(where, timeout))
+        return L.start_lookup(self.book, self.partition, self._serve_column, [query], finish, timeout)
 
     def lookup_many_async(self, ids: Mapping[Any, Any], attr_names: Mapping[Any, Sequence[str]],
                           timeout: Optional[float] = None) -> L.LookupFuture:

@@ -1,0 +1,23 @@
+"""Numba row copy: ``out[out_pos[i]] = src[src_rows[i]]`` on 2-D word views (sequential, GIL released)."""
+from __future__ import annotations
+
+from numba import njit
+
+from pyg_dist.ops._numba_sample import _prefetch
+
+_AHEAD = 4
+
+
+@njit(cache=True, nogil=True)
+def copy_rows(out, out_pos, src, src_rows):
+    """Row gather-scatter; ``src_rows`` of length 0 means ``src`` row ``i`` for position ``i``."""
+    w = src.shape[1]
+    m = out_pos.shape[0]
+    direct = src_rows.shape[0] == 0
+    for i in range(m):
+        r = i if direct else src_rows[i]
+        if not direct and i + _AHEAD < m:
+            _prefetch(src, src_rows[i + _AHEAD] * w)
+        p = out_pos[i]
+        for k in range(w):
+            out[p, k] = src[r, k]

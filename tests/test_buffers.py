@@ -1,0 +1,161 @@
+"""Batch memory: the output buffer pool, one-pass row copies, owner splits, chunked lookup replies."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from pyg_dist.errors import InvalidArgumentError, PyGDistError
+from pyg_dist.ops.rows import copy_rows
+from pyg_dist.partition.book import DensePartitionBook, PartitionBook, _BookBase
+from pyg_dist.store import buffers as B
+from pyg_dist.store import lookup as L
+
+pytestmark = pytest.mark.timeout(120)
+ROWS = (1 << 20) // 400 + 10  # a float32 [ROWS, 100] tensor is above the pool's 1 MiB floor
+
+
+@pytest.fixture
+def pool():
+    return B.BufferPool(64 << 20)
+
+
+def test_pool_reuses_a_storage_only_when_nothing_else_holds_it(pool):
+    a = pool.empty((ROWS, 100), torch.float32)
+    ptr = a.data_ptr()
+    b = pool.empty((ROWS, 100), torch.float32)  # a is held: a second storage
+    assert b.data_ptr() != ptr
+    view = a[:3]
+    del a
+    c = pool.empty((ROWS, 100), torch.float32)  # a's view still holds its storage
+    assert c.data_ptr() not in (ptr, b.data_ptr())
+    b.fill_(2.0)
+    c.fill_(3.0)
+    del view
+    d = pool.empty((ROWS - 5, 100), torch.float32)
+    assert d.data_ptr() == ptr and d.shape == (ROWS - 5, 100)
+    d.fill_(1.0)
+    assert bool((b == 2.0).all()) and bool((c == 3.0).all())  # held tensors never change
+
+
+def test_pool_never_reuses_memory_moved_to_shared_memory(pool):
+    a = pool.empty((ROWS, 100), torch.float32)
+    ptr = a.data_ptr()
+    a.share_memory_()  # what a DataLoader worker does before sending the batch
+    del a
+    b = pool.empty((ROWS, 100), torch.float32)
+    assert b.data_ptr() != ptr
+    assert all(not s.is_shared() for s in pool._storages)
+
+
+def test_pool_respects_its_limit_small_requests_and_off_switch():
+    pool = B.BufferPool(6 << 20)  # room for one 4 MiB buffer (plus head room), not two
+    a = pool.empty((ROWS * 4, 100), torch.float32)
+    b = pool.empty((ROWS * 4, 100), torch.float32)
+    assert len(pool._storages) == 1 and pool.pooled_bytes <= 6 << 20
+    assert a.shape == b.shape == (ROWS * 4, 100)
+    assert pool.empty((10, 3), torch.float32).shape == (10, 3) and len(pool._storages) == 1
+    off = B.BufferPool(0)
+    assert off.empty((ROWS, 100), torch.float32).shape == (ROWS, 100) and not off._storages
+
+
+def test_pool_does_not_hand_out_storages_twice_the_request(pool):
+    big = pool.empty((ROWS * 8, 100), torch.float32)
+    ptr = big.data_ptr()
+    del big
+    small = pool.empty((ROWS, 100), torch.float32)  # torch.rpc would copy a tensor on a 8x storage
+    assert small.data_ptr() != ptr
+
+
+def test_gather_rows_equals_index_select():
+    x = torch.randn(3 * ROWS, 100)
+    idx = torch.randint(0, x.size(0), (ROWS,))
+    assert torch.equal(B.gather_rows(x, idx), x.index_select(0, idx))
+    assert torch.equal(B.gather_rows(x, idx[:7]), x[idx[:7]])
+
+
+def test_set_buffer_pool_limit_checks_its_argument():
+    with pytest.raises(InvalidArgumentError, match="limit_mb"):
+        B.set_buffer_pool_limit(-1)
+    with pytest.raises(InvalidArgumentError, match="limit_mb"):
+        B.set_buffer_pool_limit("big")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.bool, torch.float16,
+                                   torch.uint8, torch.int32])
+@pytest.mark.parametrize("shape", [(40,), (40, 3), (40, 7, 2), (40, 100)])
+def test_copy_rows_equals_indexing(dtype, shape):
+    gen = torch.Generator().manual_seed(0)
+    src = (torch.rand(shape, generator=gen) * 100).to(dtype)
+    out = torch.zeros((70,) + shape[1:], dtype=dtype)
+    pos, rows = torch.randperm(70, generator=gen)[:25], torch.randint(0, 40, (25,), generator=gen)
+    want = out.clone()
+    want[pos] = src[rows]
+    copy_rows(out, pos, src, rows)
+    assert torch.equal(out, want)
+    direct = torch.zeros_like(out)
+    want = direct.clone()
+    want[pos] = src[10:35]
+    copy_rows(direct, pos, src[10:35])  # a source with a storage offset
+    assert torch.equal(direct, want)
+
+
+def test_copy_rows_rejects_mismatched_inputs():
+    with pytest.raises(InvalidArgumentError, match="src"):
+        copy_rows(torch.zeros(4, 2), torch.tensor([0]), torch.zeros(1, 3), torch.tensor([0]))
+    with pytest.raises(InvalidArgumentError, match="src_rows"):
+        copy_rows(torch.zeros(4, 2), torch.tensor([0, 1]), torch.zeros(3, 2), torch.tensor([0]))
+
+
+def test_split_by_owner_range_book_matches_the_generic_split():
+    gen = torch.Generator().manual_seed(3)
+    for bounds in ([0, 3, 5, 5, 9], [0, 1000], [0, 10, 20, 30, 40, 50, 60, 70, 80]):
+        book = PartitionBook({"_N": torch.tensor(bounds)})
+        ids = torch.randint(0, bounds[-1], (500,), generator=gen)
+        order, rows, ptr = book.split_by_owner("_N", ids)
+        owner = book.owner("_N", ids)
+        for p in range(book.num_parts):
+            pos = order[ptr[p]:ptr[p + 1]]
+            assert torch.equal(pos, (owner == p).nonzero().view(-1))  # ascending, exactly p's ids
+            assert torch.equal(rows[ptr[p]:ptr[p + 1]], ids[pos] - bounds[p])
+        generic = _BookBase.split_by_owner(book, "_N", ids)
+        assert torch.equal(generic[0], order) and torch.equal(generic[1], rows) and generic[2] == ptr
+
+
+def test_split_by_owner_dense_book_and_bad_ids():
+    book = DensePartitionBook({"_N": torch.tensor([1, 0, 1, 0, 0])}, 2)
+    order, rows, ptr = book.split_by_owner("_N", torch.tensor([4, 0, 2, 3]))
+    assert order.tolist() == [0, 3, 1, 2] and ptr == [0, 2, 4]  # owners of 4, 0, 2, 3: 0, 1, 1, 0
+    assert torch.equal(rows, book.to_local("_N", torch.tensor([4, 0, 2, 3]))[order])
+    with pytest.raises(InvalidArgumentError, match="ids"):
+        PartitionBook({"_N": torch.tensor([0, 3, 5])}).split_by_owner("_N", torch.tensor([5]))
+
+
+def test_lookup_replies_come_in_chunks_and_reassemble(monkeypatch):
+    monkeypatch.setattr(L, "CHUNK_BYTES", 10 * 400)  # 10 rows of 100 float32 per chunk
+    book = PartitionBook({"_N": torch.tensor([0, 100, 250])})
+    x1 = torch.randn(150, 100)
+    ids = torch.randint(0, 250, (333,))
+    plan = L.plan_lookup(book, 0, [L.FeatureQuery("_N", ("x",), ids)])
+    reply = L.serve_request(book, 1, lambda g, n: x1, plan.requests[1])
+    chunks = reply.values[0]["x"]
+    assert len(chunks) > 1 and all(c.size(0) <= 10 for c in chunks)
+    x0 = torch.randn(100, 100)
+    out = [{"x": L.gather_local(plan.routes[0], x0)}]
+    L._scatter(plan, out, L._Pending(1, None, plan.slots[1]), reply)
+    assert torch.equal(out[0]["x"], torch.cat([x0, x1])[ids])
+    reply.values[0]["x"] = chunks[:-1]  # a lost chunk fails loudly
+    with pytest.raises(PyGDistError, match="attribute 'x'"):
+        L._scatter(plan, out, L._Pending(1, None, plan.slots[1]), reply)
+
+
+def test_tune_allocator_applies_once_and_can_be_disabled():
+    code = "from pyg_dist._alloc import tune_allocator; print(tune_allocator(), tune_allocator())"
+    on = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYG_DIST_MALLOC_TUNING": "0"})
+    libc = os.confstr("CS_GNU_LIBC_VERSION") if hasattr(os, "confstr") else None
+    if libc and libc.startswith("glibc"):
+        assert on.stdout.split() == ["True", "True"], on.stderr
+    assert off.stdout.split() == ["False", "False"], off.stderr
