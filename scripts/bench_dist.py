@@ -123,8 +123,9 @@ def main(argv=None) -> None:
     p.add_argument("--methods", nargs="+", default=["metis", "random", "hybrid"])
     p.add_argument("--fanouts", type=int, nargs="+", default=[15, 10, 5])
     p.add_argument("--batch-size", type=int, default=1024)
-    p.add_argument("--batches", type=int, default=30, help="timed batches per rank")
-    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--batches", type=int, default=100, help="timed batches per rank")
+    p.add_argument("--warmup", type=int, default=10,
+                   help="untimed batches per rank first (the buffer pool and allocator reach steady state)")
     p.add_argument("--dim", type=int, default=100)
     p.add_argument("--concurrency", type=int, default=2, help="batches in flight per rank")
     p.add_argument("--transport", choices=["default", "uv"], default="uv",

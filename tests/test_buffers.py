@@ -159,3 +159,30 @@ def test_tune_allocator_applies_once_and_can_be_disabled():
     if libc and libc.startswith("glibc"):
         assert on.stdout.split() == ["True", "True"], on.stderr
     assert off.stdout.split() == ["False", "False"], off.stderr
+
+
+def test_scatter_segments_numba_and_torch_agree_with_a_loop(monkeypatch):
+    from pyg_dist.ops import rows as R
+    gen = torch.Generator().manual_seed(5)
+    pos = torch.randperm(60, generator=gen)
+    counts = torch.randint(0, 7, (60,), generator=gen)
+    nbr = torch.randint(0, 10 ** 6, (int(counts.sum()),), generator=gen)
+    edge = torch.randint(0, 10 ** 6, (int(counts.sum()),), generator=gen)
+    segs = list(zip(torch.split(nbr, counts.tolist()), torch.split(edge, counts.tolist())))
+    order = {int(p): j for j, p in enumerate(pos)}
+    want_nbr = torch.cat([segs[order[i]][0] for i in range(60)])
+    want_edge = torch.cat([segs[order[i]][1] for i in range(60)])
+    want_counts = torch.stack([counts[order[i]] for i in range(60)])
+    for numba_on in (True, False):
+        monkeypatch.setattr(R, "numba_available", lambda on=numba_on: on)
+        got = R.scatter_segments(pos, counts.to(torch.int32), nbr, edge)
+        assert torch.equal(got[0], want_nbr) and torch.equal(got[1], want_edge) and torch.equal(got[2], want_counts)
+
+
+def test_count_by_owner_matches_bincount_of_owner():
+    book = PartitionBook({"_N": torch.tensor([0, 4, 4, 11, 30])})
+    ids = torch.randint(0, 30, (400,), generator=torch.Generator().manual_seed(2))
+    want = torch.bincount(book.owner("_N", ids), minlength=4).tolist()
+    assert book.count_by_owner("_N", ids) == want == _BookBase.count_by_owner(book, "_N", ids)
+    from pyg_dist.distributed.stats import remote_count
+    assert remote_count(book, 2, "_N", ids) == (400 - want[2], {p for p in (0, 1, 3) if want[p]})

@@ -26,6 +26,7 @@ from torch import Tensor
 from pyg_dist.distributed.messages import HopTask, OneHopRequest
 from pyg_dist.errors import PyGDistError
 from pyg_dist.ops import OneHop
+from pyg_dist.ops.rows import scatter_segments
 
 
 @dataclass(frozen=True)
@@ -142,16 +143,10 @@ def merge_one_hop(route: FrontierRoute, local: OneHop, remote: Dict[int, OneHop]
             raise PyGDistError(f"one-hop reply with {part.count.numel()} counts and {part.nbr.numel()} "
                                f"neighbours for {pos.numel()} seeds")
     pos = torch.cat([p for p, _ in pieces])
-    counts = torch.cat([h.count for _, h in pieces]).to(torch.int64)
+    counts = torch.cat([h.count.to(torch.int64) for _, h in pieces])
     nbr = torch.cat([h.nbr for _, h in pieces])
     edge = torch.cat([h.edge for _, h in pieces])
-    order = torch.empty_like(pos)
-    order[pos] = torch.arange(pos.numel())       # seed i is entry order[i] of the concatenation
-    counts_out = counts.index_select(0, order)
-    seg_start = (torch.cumsum(counts, 0) - counts).index_select(0, order)
-    out_start = torch.cumsum(counts_out, 0) - counts_out
-    idx = torch.repeat_interleave(seg_start - out_start, counts_out) + torch.arange(nbr.numel())
-    return OneHop(nbr.index_select(0, idx), edge.index_select(0, idx), counts_out)
+    return OneHop(*scatter_segments(pos, counts, nbr, edge))
 
 
 __all__ = ["FrontierRoute", "route_frontier", "HopPlan", "plan_hop", "merge_one_hop"]

@@ -10,10 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Dict, Set, Tuple
 
-import torch
 from torch import Tensor
-
-from pyg_dist.partition.book import PartitionBook
 
 
 @dataclass
@@ -71,17 +68,12 @@ class SamplerStats:
 
 
 def remote_count(book, partition: int, group, ids: Tensor) -> Tuple[int, Set[int]]:
-    """How many of ``ids`` other partitions own, and which partitions those are (range books: one
-    comparison per id; the owner search runs on the remote ids only)."""
+    """How many of ``ids`` other partitions own, and which partitions those are (one counting pass)."""
     if not ids.numel():
         return 0, set()
-    if isinstance(book, PartitionBook):
-        start, end = book.owned_range(group, partition)
-        remote = ids[(ids < start) | (ids >= end)]
-    else:  # a dense book (folder written by PyG): no ranges
-        remote = ids[book.owner(group, ids) != partition]
-    owners = set(torch.unique(book.owner(group, remote)).tolist()) if remote.numel() else set()
-    return remote.numel(), owners
+    counts = book.count_by_owner(group, ids)
+    owners = {p for p, c in enumerate(counts) if c and p != partition}
+    return ids.numel() - counts[partition], owners
 
 
 __all__ = ["SamplerStats", "remote_count"]

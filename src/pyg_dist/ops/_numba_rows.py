@@ -1,6 +1,7 @@
 """Numba row copy: ``out[out_pos[i]] = src[src_rows[i]]`` on 2-D word views (sequential, GIL released)."""
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from pyg_dist.ops._numba_sample import _prefetch
@@ -21,3 +22,23 @@ def copy_rows(out, out_pos, src, src_rows):
         p = out_pos[i]
         for k in range(w):
             out[p, k] = src[r, k]
+
+
+@njit(cache=True, nogil=True)
+def scatter_segments(pos, counts, nbr, edge, out_nbr, out_edge, out_counts):
+    """Segment ``j`` of ``nbr`` / ``edge`` (``counts[j]`` consecutive entries) becomes segment ``pos[j]``."""
+    m = pos.shape[0]
+    for j in range(m):
+        out_counts[pos[j]] = counts[j]
+    start = np.empty(m + 1, dtype=np.int64)
+    start[0] = 0
+    for i in range(m):
+        start[i + 1] = start[i] + out_counts[i]
+    src = 0
+    for j in range(m):
+        c = counts[j]
+        dst = start[pos[j]]
+        for t in range(c):
+            out_nbr[dst + t] = nbr[src + t]
+            out_edge[dst + t] = edge[src + t]
+        src += c

@@ -13,6 +13,8 @@ Missing optional arrays are passed as empty arrays.
 """
 from __future__ import annotations
 
+import types as pytypes
+
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
@@ -231,3 +233,24 @@ def sample_kernel(start, deg, row, has_eid, edge_id, col_offset, offsets, replac
             out_nbr[o + j] = row[p]
             out_eid[o + j] = edge_id[p] if has_eid else p
             out_col[o + j] = loc
+
+
+def _serial_twin(kernel):
+    """``kernel`` compiled without ``parallel`` (``prange`` runs as ``range``).
+
+    A serial build never enters numba's threading layer, so it needs no kernel lock and several Python
+    threads may run it at once (a trainer's loop sampling while RPC threads serve its peers). It gets
+    its own qualname so numba's on-disk cache keeps its entries apart from the parallel build's.
+    """
+    f = kernel.py_func
+    name = f.__name__ + "_serial"
+    changes = {"co_name": name}
+    if hasattr(f.__code__, "co_qualname"):
+        changes["co_qualname"] = f.__qualname__ + "_serial"
+    twin = pytypes.FunctionType(f.__code__.replace(**changes), f.__globals__, name, f.__defaults__, f.__closure__)
+    twin.__qualname__ = f.__qualname__ + "_serial"
+    return njit(cache=True, nogil=True)(twin)
+
+
+count_kernel_serial = _serial_twin(count_kernel)
+sample_kernel_serial = _serial_twin(sample_kernel)

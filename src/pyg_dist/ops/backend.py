@@ -95,25 +95,35 @@ def resolve_backend(backend: str, device: Optional[torch.device] = None, where: 
 
 
 class numba_call:
-    """Context manager around a parallel numba call: the kernel lock, and threads = torch's threads.
+    """Context manager around a numba sampling call: threads = torch's threads.
+
+    With one thread it hands out the serial builds (``kernels.count_kernel`` / ``kernels.sample_kernel``)
+    and takes no lock: RPC threads serving peers then sample while the trainer's loop does. With more
+    threads it holds the kernel lock and hands out the parallel builds.
 
     Example:
         >>> with numba_call() as kernels:  # doctest: +SKIP
-        ...     counts = kernels.sample.count_kernel(...)
+        ...     counts = kernels.count_kernel(...)
     """
 
     class _Kernels:
-        def __init__(self, mods):
+        def __init__(self, mods, parallel: bool):
             self.numba, self.sample, self.relabel = mods
+            suffix = "" if parallel else "_serial"
+            self.count_kernel = getattr(self.sample, "count_kernel" + suffix)
+            self.sample_kernel = getattr(self.sample, "sample_kernel" + suffix)
 
     def __enter__(self):
         mods = _load_numba()
-        self._lock = _KERNEL_LOCK
-        self._lock.acquire()
         numba = mods[0]
-        numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
-        return self._Kernels(mods)
+        threads = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
+        self._lock = _KERNEL_LOCK if threads > 1 else None
+        if self._lock is not None:
+            self._lock.acquire()
+            numba.set_num_threads(threads)
+        return self._Kernels(mods, parallel=threads > 1)
 
     def __exit__(self, *exc):
-        self._lock.release()
+        if self._lock is not None:
+            self._lock.release()
         return False

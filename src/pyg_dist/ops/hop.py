@@ -114,13 +114,13 @@ def _numba_sample(csc: CSC, seeds: Tensor, seed_offset: int, k: int, replace: bo
     has_eid = csc.edge_id is not None
     eid = csc.edge_id.numpy() if has_eid else _E64
     with numba_call() as kern:
-        counts = kern.sample.count_kernel(colptr, row, s, k, replace and not last, has_w, w, tmode,
+        counts = kern.count_kernel(colptr, row, s, k, replace and not last, has_w, w, tmode,
                                           nt, et, st, start, deg)
         offsets = np.zeros(s.shape[0] + 1, np.int64)
         np.cumsum(counts, out=offsets[1:])
         total = int(offsets[-1])
         nbr, edge, col, row_slot = (out if out is not None else EdgeBuffer(total)).take(total)
-        kern.sample.sample_kernel(start, deg, row, has_eid, eid, seed_offset, offsets,
+        kern.sample_kernel(start, deg, row, has_eid, eid, seed_offset, offsets,
                                   replace and not last, last, has_w, w, tmode, nt, et, st, key,
                                   nbr, edge, col)
     return nbr, edge, col, counts, row_slot
@@ -229,9 +229,15 @@ def warmup() -> float:
     if numba_available():
         csc = CSC.from_edge_index(torch.tensor([[1, 2], [0, 0]]), num_dst=3)
         seeds = torch.tensor([0, 1])
-        one_hop(csc, seeds, 1, backend="numba")
-        for disjoint in (False, True):
-            rel = make_relabeler(3, disjoint=disjoint, backend="numba")
-            sample_hop(csc, seeds, 0, 1, rel, seed_batch=seeds if disjoint else None, backend="numba")
-            rel.close()
+        threads = torch.get_num_threads()
+        try:
+            for n in {1, threads}:  # the serial build (1 thread) and the parallel one
+                torch.set_num_threads(n)
+                one_hop(csc, seeds, 1, backend="numba")
+                for disjoint in (False, True):
+                    rel = make_relabeler(3, disjoint=disjoint, backend="numba")
+                    sample_hop(csc, seeds, 0, 1, rel, seed_batch=seeds if disjoint else None, backend="numba")
+                    rel.close()
+        finally:
+            torch.set_num_threads(threads)
     return time.perf_counter() - t0

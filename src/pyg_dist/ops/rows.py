@@ -14,7 +14,7 @@ Example:
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -65,4 +65,32 @@ def copy_rows(out: Tensor, out_pos: Tensor, src: Tensor, src_rows: Optional[Tens
     kernel(_as_words(out, word), out_pos.to(torch.int64).contiguous().numpy(), _as_words(src, word), rows.numpy())
 
 
-__all__ = ["copy_rows"]
+def scatter_segments(pos: Tensor, counts: Tensor, nbr: Tensor, edge: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    """Reorders variable-length segments: segment ``j`` (``counts[j]`` consecutive entries of ``nbr`` and
+    ``edge``) becomes segment ``pos[j]`` of the output. ``pos`` is a permutation of ``range(len(pos))``.
+
+    Returns ``(nbr, edge, counts)`` in output order.
+
+    Example:
+        >>> n, e, c = scatter_segments(torch.tensor([1, 0]), torch.tensor([2, 1]), torch.tensor([7, 8, 9]),
+        ...                            torch.tensor([0, 1, 2]))
+        >>> n.tolist(), c.tolist()
+        ([9, 7, 8], [1, 2])
+    """
+    counts = counts.to(torch.int64)
+    if numba_available():
+        from pyg_dist.ops._numba_rows import scatter_segments as kernel
+        out_nbr, out_edge, out_counts = torch.empty_like(nbr), torch.empty_like(edge), torch.empty_like(counts)
+        kernel(pos.contiguous().numpy(), counts.contiguous().numpy(), nbr.contiguous().numpy(),
+               edge.contiguous().numpy(), out_nbr.numpy(), out_edge.numpy(), out_counts.numpy())
+        return out_nbr, out_edge, out_counts
+    order = torch.empty_like(pos)
+    order[pos] = torch.arange(pos.numel())       # output segment i is input segment order[i]
+    counts_out = counts.index_select(0, order)
+    seg_start = (torch.cumsum(counts, 0) - counts).index_select(0, order)
+    out_start = torch.cumsum(counts_out, 0) - counts_out
+    idx = torch.repeat_interleave(seg_start - out_start, counts_out) + torch.arange(nbr.numel())
+    return nbr.index_select(0, idx), edge.index_select(0, idx), counts_out
+
+
+__all__ = ["copy_rows", "scatter_segments"]

@@ -52,6 +52,11 @@ class _BookBase:
         """Number of nodes (or edges) of ``type_`` in the whole graph."""
         return self._sizes[self._key("num_items", type_)]
 
+    def count_by_owner(self, type_: AnyType, ids) -> List[int]:
+        """How many of ``ids`` each partition owns."""
+        key = self._key("count_by_owner", type_)
+        return torch.bincount(self.owner(key, ids), minlength=self.num_parts).tolist()
+
     def split_by_owner(self, type_: AnyType, ids) -> Tuple[Tensor, Tensor, List[int]]:
         """Positions of ``ids`` grouped by owner: ``(order, rows, ptr)``.
 
@@ -115,6 +120,13 @@ class PartitionBook(_BookBase):
     def owned_ids(self, type_: AnyType, part: int) -> Tensor:
         """Sorted global ids owned by ``part``; row ``i`` of its block holds ``owned_ids[i]``."""
         return torch.arange(*self.owned_range(type_, part))
+
+    def count_by_owner(self, type_: AnyType, ids) -> List[int]:
+        """See :meth:`_BookBase.count_by_owner` (one pass, no temporaries)."""
+        from pyg_dist.partition.kernels import count_by_range
+        key = self._key("count_by_owner", type_)
+        ids = self._ids("count_by_owner", key, ids).contiguous()
+        return count_by_range(ids.numpy(), self.bounds[key].numpy()).tolist()
 
     def split_by_owner(self, type_: AnyType, ids) -> Tuple[Tensor, Tensor, List[int]]:
         """See :meth:`_BookBase.split_by_owner` (one counting-sort pass here)."""

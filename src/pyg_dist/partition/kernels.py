@@ -41,6 +41,16 @@ def _range_of(v, bounds, k):  # pragma: no cover - compiled
     return p
 
 
+
+@numba.njit(cache=True, nogil=True)
+def count_by_range(ids, bounds):  # pragma: no cover - compiled
+    """How many of ``ids`` each range of ``bounds`` holds."""
+    k = bounds.shape[0] - 1
+    counts = np.zeros(k, dtype=np.int64)
+    for i in range(ids.shape[0]):
+        counts[_range_of(ids[i], bounds, k)] += 1
+    return counts
+
 @numba.njit(cache=True, nogil=True)
 def split_by_range(ids, bounds):  # pragma: no cover - compiled
     """Groups positions of ``ids`` by the range of ``bounds`` holding them (stable counting sort).
