@@ -16,7 +16,8 @@ Rows of the table:
   * ``rpc raw transfer``  2 ranks: one RPC returning B contiguous rows (the transport's own cost).
 
 Prints ONE table (median of timed runs after a warm-up: ``--reps`` at 500k ids, more for smaller batches;
-plain and store runs interleaved), after two comment lines: the configuration, and the private memory a
+plain and store runs interleaved, each one after a 64 MiB scratch write so that no mode finds the rows
+the mode before it read still in the CPU caches: all modes gather the same ids), after two comment lines: the configuration, and the private memory a
 second process (a sampler worker) adds when it opens the same partition with and without ``mmap``.
 
     python scripts/bench_features.py --num-nodes 200000          # while developing
@@ -92,8 +93,10 @@ def local_rows(root: str, batches, reps: int):
                "store local ram": lambda: ram.lookup_features(ids)}
         for fn in fns.values():  # warm-up
             fn()
+        scratch = torch.empty(64 << 18)  # 64 MiB, larger than the caches
         for _ in range(runs_for(b, reps)):  # interleaved: load changes hit every mode alike
             for mode, fn in fns.items():
+                scratch.fill_(1.0)  # every mode starts cold: no mode reads rows the previous one cached
                 t0 = time.perf_counter()
                 fn()
                 runs[mode].append(time.perf_counter() - t0)

@@ -13,12 +13,13 @@ from pyg_dist.store import buffers as B
 from pyg_dist.store import lookup as L
 
 pytestmark = pytest.mark.timeout(120)
-ROWS = (1 << 20) // 400 + 10  # a float32 [ROWS, 100] tensor is above the pool's 1 MiB floor
+ROWS = B._MIN_BYTES // 400 + 10  # a float32 [ROWS, 100] tensor is above the pool's floor
+UNIT = ROWS * 400
 
 
 @pytest.fixture
 def pool():
-    return B.BufferPool(64 << 20)
+    return B.BufferPool(16 * UNIT)
 
 
 def test_pool_reuses_a_storage_only_when_nothing_else_holds_it(pool):
@@ -49,10 +50,10 @@ def test_pool_never_reuses_memory_moved_to_shared_memory(pool):
 
 
 def test_pool_respects_its_limit_small_requests_and_off_switch():
-    pool = B.BufferPool(6 << 20)  # room for one 4 MiB buffer (plus head room), not two
+    pool = B.BufferPool(6 * UNIT)  # room for one buffer of 4 units (plus head room), not two
     a = pool.empty((ROWS * 4, 100), torch.float32)
     b = pool.empty((ROWS * 4, 100), torch.float32)
-    assert len(pool._storages) == 1 and pool.pooled_bytes <= 6 << 20
+    assert len(pool._storages) == 1 and pool.pooled_bytes <= 6 * UNIT
     assert a.shape == b.shape == (ROWS * 4, 100)
     assert pool.empty((10, 3), torch.float32).shape == (10, 3) and len(pool._storages) == 1
     off = B.BufferPool(0)
@@ -185,3 +186,10 @@ def test_count_by_owner_matches_bincount_of_owner():
     assert book.count_by_owner("_N", ids) == want == _BookBase.count_by_owner(book, "_N", ids)
     from pyg_dist.distributed.stats import remote_count
     assert remote_count(book, 2, "_N", ids) == (400 - want[2], {p for p in (0, 1, 3) if want[p]})
+
+
+def test_rows_if_owned_translates_only_fully_owned_batches():
+    book = PartitionBook({"_N": torch.tensor([0, 4, 10])})
+    assert book.rows_if_owned("_N", 1, torch.tensor([9, 4, 7])).tolist() == [5, 0, 3]
+    assert book.rows_if_owned("_N", 1, torch.tensor([9, 3, 7])) is None  # 3 belongs to partition 0
+    assert book.rows_if_owned("_N", 0, torch.tensor([0, 3])).tolist() == [0, 3]

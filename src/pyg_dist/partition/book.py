@@ -8,7 +8,7 @@ local row is the id's position among the owner's sorted ids.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Tuple, Union
+from typing import Dict, List, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -120,6 +120,14 @@ class PartitionBook(_BookBase):
     def owned_ids(self, type_: AnyType, part: int) -> Tensor:
         """Sorted global ids owned by ``part``; row ``i`` of its block holds ``owned_ids[i]``."""
         return torch.arange(*self.owned_range(type_, part))
+
+    def rows_if_owned(self, type_: AnyType, part: int, ids: Tensor) -> Optional[Tensor]:
+        """Rows of ``ids`` in ``part``'s block when ``part`` owns ALL of them, else ``None`` (one pass that
+        stops at the first foreign id). ``ids``: a contiguous 1-D int64 CPU tensor."""
+        from pyg_dist.partition.kernels import rows_in_range
+        start, end = self.owned_range(type_, part)
+        out = torch.empty_like(ids)
+        return out if rows_in_range(ids.numpy(), start, end, out.numpy()) else None
 
     def count_by_owner(self, type_: AnyType, ids) -> List[int]:
         """See :meth:`_BookBase.count_by_owner` (one pass, no temporaries)."""

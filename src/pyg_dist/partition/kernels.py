@@ -32,6 +32,17 @@ def _counting_order(key, num_keys, order_in):  # pragma: no cover - compiled
 
 
 
+
+@numba.njit(cache=True, nogil=True)
+def rows_in_range(ids, start, end, out):  # pragma: no cover - compiled
+    """Writes ``ids - start`` to ``out``; returns False at the first id outside ``[start, end)``."""
+    for i in range(ids.shape[0]):
+        v = ids[i]
+        if v < start or v >= end:
+            return False
+        out[i] = v - start
+    return True
+
 @numba.njit(cache=True, nogil=True)
 def _range_of(v, bounds, k):  # pragma: no cover - compiled
     """Index ``p`` with ``bounds[p] <= v < bounds[p + 1]`` (branch-free scan: k is small)."""

@@ -13,7 +13,7 @@ maps the same pages). So a caller can never see its tensor change under it; a ca
 every batch simply makes the pool allocate, as ``torch.empty`` would.
 
 The pool is per process, bounded by ``$PYG_DIST_BUFFER_POOL_MB`` (default 1024; ``0`` turns it off)
-or :func:`set_buffer_pool_limit`. Requests below 1 MiB are not pooled.
+or :func:`set_buffer_pool_limit`. Requests below :data:`_MIN_BYTES` are not pooled.
 
 Example:
     >>> import torch
@@ -32,11 +32,14 @@ from typing import List, Optional, Sequence
 import torch
 from torch import Tensor
 
+from pyg_dist._alloc import tune_allocator
 from pyg_dist.errors import InvalidArgumentError
 
-#: Smaller requests come from the allocator (its reuse of blocks under 32 MiB is not reliable across threads:
-#: pooling the 8 MiB reply chunks measured 7.8 vs 6.4 batches/s in bench_dist).
-_MIN_BYTES = 1 << 20
+#: Smallest pooled request. With :func:`pyg_dist._alloc.tune_allocator` in effect glibc keeps blocks under
+#: 32 MiB for reuse, so only larger ones are pooled; without it (not glibc, or turned off) blocks from 1 MiB
+#: up are (its default reuse is not reliable across threads: pooling 8 MiB reply chunks measured 7.8 vs
+#: 6.4 batches/s in bench_dist).
+_MIN_BYTES = (32 << 20) if tune_allocator() else (1 << 20)
 _use_count = getattr(torch._C, "_storage_Use_Count", None)
 
 

@@ -17,6 +17,7 @@ from torch_geometric.data.feature_store import _FieldStatus
 
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
+from pyg_dist.partition.book import PartitionBook
 from pyg_dist.partition.reader import PartitionData
 from pyg_dist.store import lookup as L
 from pyg_dist.store.buffers import gather_rows
@@ -150,14 +151,24 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
         if attr_names is None:
             attr_names = DEFAULT_NODE_ATTR if is_node_feat else DEFAULT_EDGE_ATTR
         names = self._names(where, group, [attr_names] if single else attr_names)
-        query = L.FeatureQuery(group, names, *check_ids(where, ids, self.book.num_items(group), group))
         timeout = L.check_timeout(where, timeout)
-        rows = L.owned_rows(self.book, self.partition, group, query.ids, query.id_range)
+        rows = self._owned_rows(group, ids)
+        if rows is None:
+            query = L.FeatureQuery(group, names, *check_ids(where, ids, self.book.num_items(group), group))
+            rows = L.owned_rows(self.book, self.partition, group, query.ids, query.id_range)
         if rows is not None:  # all local (the common case of small batches): no plan, no future to wait on
             out = {name: gather_rows(self._cols[group][name], rows) for name in names}
             return L.LookupFuture.completed(out[names[0]] if single else out)
         finish = (lambda outs: outs[0][names[0]]) if single else (lambda outs: outs[0])
         return L.start_lookup(self.book, self.partition, self._serve_column, [query], finish, timeout)
+
+    def _owned_rows(self, group, ids) -> Optional[Tensor]:
+        """Fast path: rows of a clean id tensor (1-D int64, contiguous, CPU) this partition owns entirely
+        (one pass, which also proves the ids valid), else None (the checked path decides)."""
+        if isinstance(ids, Tensor) and ids.dtype == torch.int64 and ids.dim() == 1 and ids.numel() \
+                and ids.device.type == "cpu" and ids.is_contiguous() and isinstance(self.book, PartitionBook):
+            return self.book.rows_if_owned(group, self.partition, ids)
+        return None
 
     def lookup_many_async(self, ids: Mapping[Any, Any], attr_names: Mapping[Any, Sequence[str]],
                           timeout: Optional[float] = None) -> L.LookupFuture:
