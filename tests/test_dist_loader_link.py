@@ -28,7 +28,8 @@ def _link_rank(rank, world_size, root, temporal):
     with dist_session(TrainConfig(root, timeout=60)) as env:
         loader = DistLinkNeighborLoader(env, [3, 2], batch_size=32, shuffle=True,
                                         neg_sampling=NegativeSampling("binary", 1),
-                                        time_attr="edge_time" if temporal else None)
+                                        time_attr="edge_time" if temporal else None,
+                                        concurrency=2 if temporal else 1)  # temporal: 2 batches in flight
         for batch in loader:
             count += 1
             n, e = on[batch.n_id], oe[batch.e_id]

@@ -142,6 +142,9 @@ class DistLinkNeighborLoader(L.DistLoaderMixin, LinkLoader):
         if not meta.is_hetero:
             self.input_data.input_type = None  # the homogeneous boundary: no edge type downstream
 
+    def _start_batch(self, index):
+        return self.link_sampler.sample_from_edges_async(self.input_data[index], self.neg_sampling)
+
     def filter_fn(self, out):
         """Builds the ``Data`` / ``HeteroData`` link batch from the sample and its fetched rows."""
         if self.transform_sampler_output:

@@ -93,7 +93,21 @@ def make_sampler(where: str, graph_store, feature_store, num_neighbors, neighbor
 
 
 class DistLoaderMixin:
-    """What both distributed loaders share: the agreed batch count and stopping their workers."""
+    """What both distributed loaders share: the agreed batch count, in-process prefetching
+    (``concurrency`` batches in flight with ``num_workers=0``) and stopping their workers."""
+
+    @property
+    def _dist_sampler(self):
+        return getattr(self, "node_sampler", None) or getattr(self, "link_sampler", None)
+
+    def _start_batch(self, index):
+        """The coroutine sampling one index batch (the loader's own ``collate_fn``, awaitable)."""
+        raise NotImplementedError
+
+    def _get_iterator(self):
+        from pyg_dist.distributed.prefetch import prefetch_iterator
+        it = prefetch_iterator(self, self._start_batch)
+        return it if it is not None else super()._get_iterator()
 
     @property
     def num_batches(self) -> int:

@@ -145,6 +145,9 @@ class DistNeighborLoader(L.DistLoaderMixin, NodeLoader):
                          transform_sampler_output=transform_sampler_output, filter_per_worker=filter_per_worker,
                          input_id=mine["input_id"], **L.loader_kwargs(_WHERE, kwargs, ctx, (fs, gs)))
 
+    def _start_batch(self, index):
+        return self.node_sampler.sample_from_nodes_async(self.input_data[index])
+
     def filter_fn(self, out):
         """Builds the ``Data`` / ``HeteroData`` batch from the sample and its fetched rows."""
         if self.transform_sampler_output:

@@ -12,7 +12,7 @@ Typical use in every process of the world::
         futs = [rpc.call_async(p, "one_hop", req) for p, req in plan]   # or: issue all, then
         replies = rpc.run_coroutine(gather_them(futs), timeout=60)      # await on the loop
 """
-from .aio import get_loop, run_coroutine, stop_loop, wrap_torch_future
+from .aio import get_loop, run_coroutine, stop_loop, submit_coroutine, wrap_torch_future
 from .calls import RpcFuture, call, call_async
 from .callees import CallReply, register_callee, registered_callees, unregister_callee
 from .runtime import (check_port_free, current_context, init_rpc, is_initialized, rpc_session,
@@ -21,5 +21,5 @@ from .runtime import (check_port_free, current_context, init_rpc, is_initialized
 __all__ = [
     "CallReply", "RpcFuture", "call", "call_async", "check_port_free", "current_context", "get_loop",
     "init_rpc", "is_initialized", "register_callee", "registered_callees", "rpc_session",
-    "run_coroutine", "shutdown_rpc", "stop_loop", "unregister_callee", "wrap_torch_future",
+    "run_coroutine", "shutdown_rpc", "stop_loop", "submit_coroutine", "unregister_callee", "wrap_torch_future",
 ]

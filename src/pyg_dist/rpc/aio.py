@@ -102,6 +102,18 @@ def run_coroutine(coro: Awaitable, timeout: float) -> Any:
         raise RpcTimeoutError(f"coroutine did not finish within {timeout:g} s (cancelled)") from None
 
 
+def submit_coroutine(coro: Awaitable) -> concurrent.futures.Future:
+    """Starts ``coro`` on the background loop and returns at once; wait with ``future.result(timeout)``.
+
+    Raises:
+        PyGDistError: called from the loop thread itself (await the coroutine there instead).
+    """
+    if in_loop_thread():
+        _close(coro)
+        raise PyGDistError("submit_coroutine() called from the pyg_dist event loop thread; use 'await' there")
+    return asyncio.run_coroutine_threadsafe(coro, get_loop())
+
+
 def stop_loop(timeout: float = 10.0) -> None:
     """Cancels pending tasks and stops this process's background loop (no-op if none runs)."""
     global _CURRENT
