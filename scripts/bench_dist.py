@@ -11,7 +11,8 @@ seeds (each rank draws from the nodes its partition owns, as a co-located traine
 Prints ONE table: total batches/s over the ranks (batches of all ranks / wall time from the first
 rank's start to the last rank's end), speed-up over the 1-rank run, fraction of sampled nodes and
 feature rows that were local, remote requests (one-hop + feature) and remote rounds per batch, and
-payload MB per batch (sent + received).
+payload MB per batch (sent + received). The configurations run ``--repeats`` times in interleaved rounds
+(this VM's speed drifts by up to ~30 % over minutes); each row is its median round.
 
     python scripts/bench_dist.py --scale 0.05                 # while developing
     python scripts/bench_dist.py --graph /tmp/products_like.pt
@@ -115,6 +116,12 @@ def run_config(args, method: str, parts: int) -> dict:
             "cpu_ms": 1000 * sum(r["cpu"] for r in res) / b}
 
 
+def median_row(runs):
+    """The run with the median batches/s (lower median for an even count), with every run's batches/s."""
+    ranked = sorted(runs, key=lambda r: r["bps"])
+    return dict(ranked[(len(ranked) - 1) // 2], all_bps=[r["bps"] for r in runs])
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--graph", default=None, help="products_like.py output ({rowptr, col, N})")
@@ -131,20 +138,26 @@ def main(argv=None) -> None:
     p.add_argument("--transport", choices=["default", "uv"], default="uv",
                    help="TensorPipe transport: uv (TCP, pyg_dist's default) or torch's default (shm, busy-polls)")
     p.add_argument("--mmap", action="store_true", help="memory-map the partitions instead of loading them")
+    p.add_argument("--repeats", type=int, default=2,
+                   help="rounds over all configurations (interleaved, so machine drift hits every row); "
+                        "each row reports its median round")
     args = p.parse_args(argv)
-    rows = [run_config(args, "random", 1)]
-    rows += [run_config(args, m, 2) for m in args.methods]
+    configs = [("random", 1)] + [(m, 2) for m in args.methods]
+    rounds = [[run_config(args, m, k) for m, k in configs] for _ in range(max(1, args.repeats))]
+    rows = [median_row([r[i] for r in rounds]) for i in range(len(configs))]
     base = rows[0]["bps"]
     src = args.graph or f"built-in products shape, scale {args.scale:g}"
     print(f"DistNeighborSampler, {src}; fanouts {args.fanouts}, batch {args.batch_size}, {args.dim}-dim float32, "
-          f"1 core + 1 thread per rank, concurrency {args.concurrency}, {args.batches} timed batches per rank, "
-          f"partitions {'memory-mapped' if args.mmap else 'in memory'}, TensorPipe transport {args.transport}")
+          f"1 core + 1 thread per rank, concurrency {args.concurrency}, {args.warmup} warm-up + {args.batches} timed "
+          f"batches per rank, partitions {'memory-mapped' if args.mmap else 'in memory'}, TensorPipe transport "
+          f"{args.transport}; median of {max(1, args.repeats)} interleaved rounds (all rounds' batches/s in brackets)")
     head = ("partitioning", "ranks", "batches/s total", "vs 1 rank", "local nodes", "local feat rows",
             "remote req/batch", "remote sampling rounds/batch", "MB/batch", "cpu ms/batch")
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("---" for _ in head) + "|")
     for r in rows:
-        print(f"| {r['method']} | {r['ranks']} | {r['bps']:.2f} | {r['bps'] / base:.2f}x | {100 * r['local_nodes']:.1f}% | "
+        every = "/".join(f"{b:.2f}" for b in r["all_bps"])
+        print(f"| {r['method']} | {r['ranks']} | {r['bps']:.2f} [{every}] | {r['bps'] / base:.2f}x | {100 * r['local_nodes']:.1f}% | "
               f"{100 * r['local_feats']:.1f}% | {r['req']:.2f} | {r['rounds']:.2f} | {r['mb']:.2f} | {r['cpu_ms']:.0f} |")
 
 
