@@ -66,7 +66,7 @@ def test_link_examples(tmp_path, script):
     data = pyg_dist.synthetic_graph(1500, 6, num_features=16, edge_time=True, seed=3)
     Partitioner(data, 2, method="metis").save(tmp_path / "l2", progress=False)
     proc = _torchrun(script, "--partition-dir", str(tmp_path / "l2"), "--epochs", "2", "--batch-size", "64",
-                     "--num-neighbors", "4,3", "--max-steps", "4")
+                     "--num-neighbors", "4,3", "--max-steps", "4", "--concurrency", "2")
     lines, acc = _test_acc(proc)
     assert f"temporal={script.startswith('temporal')}" in lines[0], lines
     assert 0.0 <= acc <= 1.0

@@ -76,6 +76,7 @@ def main(argv=None, temporal: bool = False) -> float:
             return DistLinkNeighborLoader(env, args.num_neighbors, batch_size=args.batch_size, shuffle=train,
                                           neg_sampling=NegativeSampling("binary", 1), time_attr=time_attr,
                                           num_workers=args.num_workers, shuffle_seed=seed,
+                                          concurrency=args.concurrency,
                                           seed_split="balanced" if train else "partition")
 
         train_loader = loader(True, args.seed)

@@ -103,7 +103,7 @@ def main(argv=None) -> float:
         def loader(mask, train):
             nodes = mask if target is None else (target, mask)
             return DistNeighborLoader(env, args.num_neighbors, input_nodes=nodes, batch_size=args.batch_size,
-                                      shuffle=train, num_workers=args.num_workers,
+                                      shuffle=train, num_workers=args.num_workers, concurrency=args.concurrency,
                                       seed_split="balanced" if train else "partition", shuffle_seed=args.seed)
 
         train_loader = loader("train_mask", True)
