@@ -9,7 +9,9 @@ seeds (each rank draws from the nodes its partition owns, as a co-located traine
 [15, 10, 5]. Partition folders are cached under ``--cache-dir`` too.
 
 Prints ONE table: total batches/s over the ranks (batches of all ranks / wall time from the first
-rank's start to the last rank's end), speed-up over the 1-rank run, fraction of sampled nodes and
+rank's start to the last rank's end), speed-up over the 1-rank run (the row "whole graph each, no RPC"
+runs two independent whole-graph samplers at once: what 2 ranks could reach on this machine with no
+communication at all, as they share its memory bandwidth and caches), fraction of sampled nodes and
 feature rows that were local, remote requests (one-hop + feature) and remote rounds per batch, and
 payload MB per batch (sent + received). The configurations run ``--repeats`` times in interleaved rounds
 (this VM's speed drifts by up to ~30 % over minutes); each row is its median round.
@@ -70,7 +72,7 @@ def bench_rank(rank: int, world_size: int, root: str, opts: dict) -> dict:
     from pyg_dist.store import load_stores
 
     warmup()
-    ctx = DistContext.from_env(num_partitions=world_size)
+    ctx = DistContext.from_env(num_partitions=opts["num_partitions"])
     gs, fs = load_stores(root, ctx=ctx, mmap=opts["mmap"])  # default: in memory, as DistDGL loads partitions
     stats = SamplerStats()
     sampler = DistNeighborSampler(gs, fs, opts["fanouts"], stats=stats, concurrency=opts["concurrency"])
@@ -95,19 +97,23 @@ def bench_rank(rank: int, world_size: int, root: str, opts: dict) -> dict:
     return {"t0": t0, "t1": t1, "cpu": c1 - c0, "stats": stats.summary()}
 
 
-def run_config(args, method: str, parts: int) -> dict:
+def run_config(args, method: str, parts: int, ranks: int = 0) -> dict:
+    """One row: ``ranks`` (default: ``parts``) processes over a ``parts``-way folder. ``parts=1`` with 2
+    ranks = two independent whole-graph samplers at once (no RPC): this machine's ceiling for 2 ranks."""
     from pyg_dist.testing import spawn_world
     root = folder(args, method, parts)
+    ranks = ranks or parts
     opts = {"fanouts": args.fanouts, "batch_size": args.batch_size, "batches": args.batches,
             "warmup": args.warmup, "concurrency": args.concurrency, "mmap": args.mmap,
-            "transport": args.transport}
+            "transport": args.transport, "num_partitions": parts}
     env = {"OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     import bench_dist  # spawned ranks import the function by module name (sys.path[0] = scripts/)
-    res = spawn_world(parts, bench_dist.bench_rank, root, opts, timeout=1800, env=env)
+    res = spawn_world(ranks, bench_dist.bench_rank, root, opts, timeout=1800, env=env)
     wall = max(r["t1"] for r in res) - min(r["t0"] for r in res)
     total = {k: sum(r["stats"][k] for r in res) for k in res[0]["stats"]}
     b = max(total["batches"], 1)
-    return {"method": method if parts > 1 else "whole graph", "ranks": parts, "bps": total["batches"] / wall,
+    name = method if parts > 1 else ("whole graph" if ranks == 1 else "whole graph each, no RPC")
+    return {"method": name, "ranks": ranks, "bps": total["batches"] / wall,
             "local_nodes": total["nodes_local"] / max(total["nodes_local"] + total["nodes_remote"], 1),
             "local_feats": total["feature_rows_local"] / max(total["feature_rows_local"] + total["feature_rows_remote"], 1),
             "req": (total["sampling_requests"] + total["feature_requests"]) / b,
@@ -142,8 +148,8 @@ def main(argv=None) -> None:
                    help="rounds over all configurations (interleaved, so machine drift hits every row); "
                         "each row reports its median round")
     args = p.parse_args(argv)
-    configs = [("random", 1)] + [(m, 2) for m in args.methods]
-    rounds = [[run_config(args, m, k) for m, k in configs] for _ in range(max(1, args.repeats))]
+    configs = [("random", 1, 1), ("random", 1, 2)] + [(m, 2, 2) for m in args.methods]
+    rounds = [[run_config(args, *c) for c in configs] for _ in range(max(1, args.repeats))]
     rows = [median_row([r[i] for r in rounds]) for i in range(len(configs))]
     base = rows[0]["bps"]
     src = args.graph or f"built-in products shape, scale {args.scale:g}"
