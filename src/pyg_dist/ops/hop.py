@@ -212,6 +212,17 @@ def sample_hop(csc: CSC, seeds: Tensor, seed_offset: int, num_neighbors: int, re
     return Hop(torch.from_numpy(row), torch.from_numpy(col), torch.from_numpy(edge))
 
 
+def _warm_batch_kernels() -> None:
+    """The numba kernels of a distributed batch besides sampling: routing by owner, row copies, merges."""
+    from pyg_dist.ops.rows import copy_rows, scatter_segments
+    from pyg_dist.partition.book import PartitionBook
+    book, ids = PartitionBook({"_N": torch.tensor([0, 2, 4])}), torch.tensor([3, 0, 1])
+    book.split_by_owner("_N", ids), book.count_by_owner("_N", ids), book.rows_if_owned("_N", 0, ids)
+    for shape in ((2, 2), (2,)):  # rows of 8-byte words (features, labels) and of 4-byte ones (float time)
+        copy_rows(torch.zeros((3,) + shape[1:]), ids[1:], torch.ones(shape), ids[1:])
+    scatter_segments(torch.tensor([1, 0]), torch.tensor([1, 1]), ids[:2], ids[:2])
+
+
 def warmup() -> float:
     """Loads (or, the very first time, compiles and caches) the numba kernels; returns the seconds.
 
@@ -240,4 +251,5 @@ def warmup() -> float:
                     rel.close()
         finally:
             torch.set_num_threads(threads)
+        _warm_batch_kernels()
     return time.perf_counter() - t0
