@@ -151,3 +151,21 @@ def test_index_arguments_are_checked():
         ctx.worker_name(2)
     with pytest.raises(InvalidArgumentError):
         ctx.partition_of_rank(5)
+
+
+def test_for_loader_gives_each_worker_loader_its_own_world():
+    t = DistContext(rank=1, world_size=2, num_partitions=2, master_port=29500, num_workers=2)
+    first, second = t.for_loader(0, 2), t.for_loader(1, 3)
+    assert (first.rpc_port, second.rpc_port) == (29501, 29502)
+    assert second.rpc_world_size == 6 and second.for_worker(2).rpc_rank == 5
+    assert first.for_worker(0).partition == second.for_worker(2).partition == 1
+    for kwargs, name in ((dict(index=-1, num_workers=1), "index"), (dict(index=0, num_workers=0), "num_workers")):
+        with pytest.raises(InvalidArgumentError, match=name):
+            t.for_loader(**kwargs)
+    with pytest.raises(InvalidArgumentError, match="ctx"):      # trainers of a trainer world are in RPC
+        DistContext(rank=0, world_size=2, num_partitions=2).for_loader(0, 2)
+    with pytest.raises(InvalidArgumentError, match="index"):    # would land on DDP's port
+        DistContext(rank=0, world_size=2, num_partitions=2, master_port=29500, rpc_port=29498,
+                    num_workers=1).for_loader(2, 1)
+    with pytest.raises(InvalidArgumentError, match="index"):    # past the last port
+        DistContext(rank=0, world_size=2, num_partitions=2, rpc_port=65535, num_workers=1).for_loader(1, 1)

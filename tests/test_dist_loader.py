@@ -149,3 +149,41 @@ def test_concurrency_keeps_batches_in_flight_in_order(tmp_path):
     _, root = _partition(tmp_path, 2)
     for want, got, n in spawn_world(2, _prefetch_rank, root, timeout=150):
         assert got == want and len(got) == n > 3
+
+
+def _two_worker_loaders_rank(rank, world_size, root):
+    from pyg_dist.distributed.node_loader import DistNeighborLoader
+    from pyg_dist.train import TrainConfig, dist_session
+
+    data, orig = _graph(), load_original_ids(root)
+    with dist_session(TrainConfig(root, num_workers=2, timeout=60)) as env:
+        train = DistNeighborLoader(env, FANOUT, input_nodes="train_mask", batch_size=16, shuffle=True,
+                                   num_workers=2)
+        val = DistNeighborLoader(env, FANOUT, input_nodes="val_mask", batch_size=16, num_workers=1,
+                                 seed_split="partition")
+        seen = {"train": [], "val": []}
+        try:
+            for name, loader in (("train", train), ("val", val), ("train", train), ("val", val)):
+                for batch in loader:           # both loaders' workers stay alive between epochs
+                    _check_batch(batch, data, orig)
+                    seen[name].append(orig["_N"][batch.n_id[:batch.batch_size]].tolist())
+        finally:
+            train.shutdown()
+            val.shutdown()
+        return seen, len(train), len(val)
+
+
+@pytest.mark.timeout(240)
+def test_several_worker_loaders_at_once(tmp_path):
+    """A training and an evaluation loader, each with its own workers (its own RPC world), used in
+    turn twice: rows equal the originals and each epoch covers each loader's seeds exactly once."""
+    data, root = _partition(tmp_path, 2)
+    res = spawn_world(2, _two_worker_loaders_rank, root, timeout=200)
+    for name, mask in (("train", "train_mask"), ("val", "val_mask")):
+        for epoch in range(2):
+            seeds = [s for seen, n_train, n_val in res
+                     for b in seen[name][epoch * (n_train if name == "train" else n_val):][
+                         :(n_train if name == "train" else n_val)] for s in b]
+            assert len(seeds) == len(set(seeds))
+            assert len(_expected(data, mask)) - len(seeds) < (2 if name == "train" else 1)
+            assert set(seeds) <= _expected(data, mask)

@@ -111,17 +111,17 @@ def main(argv=None) -> float:
         optimizer = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=5e-4)
         print0(env, f"world={env.world_size} partitions={meta.num_parts} method={meta.method} "
                     f"hetero={meta.is_hetero} batches_per_epoch={train_loader.num_batches} device={env.device}")
-        val_loader = loader("val_mask", False) if args.num_workers == 0 else None
+        val_loader = loader("val_mask", False)  # with workers: its own workers, alive beside train's
         try:
             for epoch in range(1, args.epochs + 1):
                 start = time.perf_counter()
                 loss, train_acc = train_epoch(model, step, train_loader, optimizer, env, args.max_steps)
                 line = f"epoch={epoch:03d} loss={loss:.4f} train_acc={train_acc:.4f}"
-                if val_loader is not None:
-                    line += f" val_acc={evaluate(model, step, val_loader, env):.4f}"
+                line += f" val_acc={evaluate(model, step, val_loader, env):.4f}"
                 print0(env, f"{line} time={time.perf_counter() - start:.2f}s")
         finally:
             train_loader.shutdown()
+            val_loader.shutdown()
         test_loader = loader("test_mask", False)
         try:
             test_acc = evaluate(model, step, test_loader, env)

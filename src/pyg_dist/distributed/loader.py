@@ -3,14 +3,15 @@
 * :func:`resolve_data` turns what the user passes (a :class:`~pyg_dist.train.DistEnv` or PyG's
   ``(feature_store, graph_store)`` pair) into stores and a :class:`~pyg_dist.context.DistContext`.
 * :class:`WorkerSetup` is the ``worker_init_fn`` of ``num_workers > 0``: each DataLoader worker serves
-  its trainer's partition and joins the worker RPC world (RPC rank ``rank * W + worker_id``); it leaves
-  that world when the worker exits.
+  its trainer's partition and joins its loader's worker RPC world (RPC rank ``rank * W + worker_id``,
+  one world per loader); it leaves that world when the worker exits.
 * :func:`graph_batch`, :func:`node_batch`, :func:`link_batch` build ``Data`` / ``HeteroData`` from a
   sample. One code path: :func:`_slot` is the only place that knows a homogeneous batch is a ``Data``
   (its one node / edge type maps to the object itself). Fields follow PyG's loaders.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 from typing import Any, Callable, Optional, Tuple, Union
@@ -48,10 +49,11 @@ def resolve_data(where: str, data: Any, ctx: Optional[DistContext], num_workers:
             gs.num_partitions, num_workers=num_workers)
     if not isinstance(ctx, DistContext):
         raise InvalidArgumentError(where, "ctx", ctx, "a pyg_dist.context.DistContext")
-    if ctx.num_workers != num_workers:
+    if (ctx.num_workers == 0) != (num_workers == 0):
         raise InvalidArgumentError(where, "num_workers", num_workers,
-                                   f"the context's num_workers ({ctx.num_workers}; TrainConfig.num_workers): "
-                                   "RPC membership depends on it")
+                                   f"{'0' if num_workers else '> 0'} like the context's num_workers "
+                                   f"({ctx.num_workers}; TrainConfig.num_workers): with 0 the trainers sample "
+                                   "in the trainer RPC world, with > 0 each loader's workers form their own")
     if ctx.partition != gs.partition or ctx.num_partitions != gs.num_partitions:
         raise InvalidArgumentError(where, "data", f"partition {gs.partition} of {gs.num_partitions}",
                                    f"partition {ctx.partition} of {ctx.num_partitions} (this rank's)")
@@ -68,8 +70,17 @@ def rank_share_args(ctx: DistContext, meta, ntype: str) -> Tuple[int, int, Optio
     return ctx.rank % rpp, rpp, bounds
 
 
+#: Loaders with workers built so far in this process: the next one's RPC world index.
+_WORKER_WORLDS = itertools.count()
+
+
 def loader_kwargs(where: str, kwargs: dict, ctx: DistContext, stores) -> dict:
-    """DataLoader kwargs for the deployment: workers serve and join RPC; they must be persistent."""
+    """DataLoader kwargs for the deployment: workers serve and join RPC; they must be persistent.
+
+    Each loader with workers gets its own worker RPC world (:meth:`DistContext.for_loader`: the
+    ``k``-th such loader of a process rendezvouses on ``rpc_port + k``), so several can run at once;
+    build them in the same order on every rank.
+    """
     workers = kwargs.get("num_workers", 0)
     if workers == 0:
         return kwargs
@@ -78,7 +89,8 @@ def loader_kwargs(where: str, kwargs: dict, ctx: DistContext, stores) -> dict:
                                    "True (or unset) with num_workers > 0: the workers are members of the "
                                    "RPC world and must live as long as the loader")
     out = dict(kwargs, persistent_workers=True)
-    out["worker_init_fn"] = WorkerSetup(ctx, stores, kwargs.get("worker_init_fn"))
+    world = ctx.for_loader(next(_WORKER_WORLDS), workers)
+    out["worker_init_fn"] = WorkerSetup(world, stores, kwargs.get("worker_init_fn"))
     return out
 
 
