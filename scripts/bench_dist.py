@@ -12,7 +12,8 @@ Prints ONE table: total batches/s over the ranks (batches of all ranks / wall ti
 rank's start to the last rank's end), speed-up over the 1-rank run (the row "whole graph each, no RPC"
 runs two independent whole-graph samplers at once: what 2 ranks could reach on this machine with no
 communication at all, as they share its memory bandwidth and caches), fraction of sampled nodes and
-feature rows that were local, remote requests (one-hop + feature) and remote rounds per batch, and
+feature rows that were local (unique nodes of each batch owned by its rank), fraction of frontier nodes
+whose one-hop sampling ran on the rank itself ("expanded here"; seeds and inner hops only), remote requests (one-hop + feature) and remote rounds per batch, and
 payload MB per batch (sent + received). The configurations run ``--repeats`` times in interleaved rounds
 (this VM's speed drifts by up to ~30 % over minutes); each row is its median round.
 
@@ -116,6 +117,7 @@ def run_config(args, method: str, parts: int, ranks: int = 0) -> dict:
     return {"method": name, "ranks": ranks, "bps": total["batches"] / wall,
             "local_nodes": total["nodes_local"] / max(total["nodes_local"] + total["nodes_remote"], 1),
             "local_feats": total["feature_rows_local"] / max(total["feature_rows_local"] + total["feature_rows_remote"], 1),
+            "local_expand": total["hop_seeds_local"] / max(total["hop_seeds_local"] + total["hop_seeds_remote"], 1),
             "req": (total["sampling_requests"] + total["feature_requests"]) / b,
             "rounds": total["remote_sampling_rounds"] / b,
             "mb": (total["bytes_sent"] + total["bytes_received"]) / b / 2 ** 20,
@@ -157,14 +159,14 @@ def main(argv=None) -> None:
           f"1 core + 1 thread per rank, concurrency {args.concurrency}, {args.warmup} warm-up + {args.batches} timed "
           f"batches per rank, partitions {'memory-mapped' if args.mmap else 'in memory'}, TensorPipe transport "
           f"{args.transport}; median of {max(1, args.repeats)} interleaved rounds (all rounds' batches/s in brackets)")
-    head = ("partitioning", "ranks", "batches/s total", "vs 1 rank", "local nodes", "local feat rows",
+    head = ("partitioning", "ranks", "batches/s total", "vs 1 rank", "local nodes", "local feat rows", "expanded here",
             "remote req/batch", "remote sampling rounds/batch", "MB/batch", "cpu ms/batch")
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("---" for _ in head) + "|")
     for r in rows:
         every = "/".join(f"{b:.2f}" for b in r["all_bps"])
         print(f"| {r['method']} | {r['ranks']} | {r['bps']:.2f} [{every}] | {r['bps'] / base:.2f}x | {100 * r['local_nodes']:.1f}% | "
-              f"{100 * r['local_feats']:.1f}% | {r['req']:.2f} | {r['rounds']:.2f} | {r['mb']:.2f} | {r['cpu_ms']:.0f} |")
+              f"{100 * r['local_feats']:.1f}% | {100 * r['local_expand']:.1f}% | {r['req']:.2f} | {r['rounds']:.2f} | {r['mb']:.2f} | {r['cpu_ms']:.0f} |")
 
 
 if __name__ == "__main__":
