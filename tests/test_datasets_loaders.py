@@ -108,9 +108,52 @@ def test_registry():
         load_dataset("edgelist", None)
 
 
+def test_symmetrize_adds_only_missing_reverses_with_attributes():
+    from torch_geometric.data import Data
+
+    from pyg_dist.datasets.registry import edge_direction_report, symmetrize
+    ei = torch.tensor([[0, 1, 2, 2, 3], [1, 0, 3, 2, 1]])  # 0<->1 both, 2->3, loop 2->2, 3->1
+    data = Data(edge_index=ei.clone(), edge_attr=torch.arange(5.).view(-1, 1), edge_time=torch.arange(5),
+                x=torch.zeros(4, 1))
+    assert "2 of 5" in edge_direction_report(data)
+    out = symmetrize(data)
+    assert out.edge_index.tolist() == [[0, 1, 2, 2, 3, 3, 1], [1, 0, 3, 2, 1, 2, 3]]
+    assert out.edge_attr.view(-1).tolist() == [0, 1, 2, 3, 4, 2, 4] and out.edge_time.tolist() == [0, 1, 2, 3, 4, 2, 4]
+    assert edge_direction_report(out).startswith("edges: symmetric")
+    assert symmetrize(out).edge_index.size(1) == 7  # idempotent
+
+
+def test_every_reader_honours_undirected(tmp_path, ogb_root):
+    root, _ = ogb_root
+    base = root / "ogbn_tiny" / "raw"
+    base.mkdir(parents=True)
+    _gz(base / "edge.csv.gz", [(0, 1), (1, 2)])
+    assert load_dataset("ogbn-tiny", root).edge_index.size(1) == 2           # unknown name: as stored
+    assert load_dataset("ogbn-tiny", root, undirected=True).edge_index.size(1) == 4
+    assert load_dataset("ogbn-products", root, undirected=False).edge_index.size(1) == 4
+    (tmp_path / "edges.txt").write_text("0 1\n1 0\n1 2\n")
+    assert load_dataset("edgelist", tmp_path / "edges.txt", undirected=True).edge_index.size(1) == 4
+    torch.save({"rowptr": torch.tensor([0, 1, 1]), "col": torch.tensor([1]), "N": 2}, tmp_path / "g.pt")
+    assert load_dataset("products_like", tmp_path / "g.pt", undirected=True).edge_index.size(1) == 2
+    with pytest.raises(InvalidArgumentError, match="undirected"):
+        load_dataset("synthetic", num_nodes=50, undirected=False)
+    with pytest.raises(InvalidArgumentError, match="undirected"):
+        load_dataset("edgelist", tmp_path / "edges.txt", undirected="yes")
+
+
+def test_planetoid_without_scipy_names_the_package(monkeypatch):
+    import sys
+
+    from pyg_dist.errors import MissingDependencyError
+    monkeypatch.setitem(sys.modules, "scipy", None)
+    with pytest.raises(MissingDependencyError, match="pip install scipy"):
+        load_dataset("cora", shared_data_root() / "planetoid")
+
+
 def test_registry_planetoid():
     root = shared_data_root() / "planetoid"
     if not (root / "Cora" / "raw").is_dir():
         pytest.skip(f"Cora raw files not found under {root}")
     data = load_dataset("cora", root)
     assert data.num_nodes == 2708 and int(data.train_mask.sum()) == 140
+    assert load_dataset("cora", root, undirected=True).edge_index.size(1) == data.edge_index.size(1) == 10556

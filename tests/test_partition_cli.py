@@ -40,7 +40,10 @@ def test_cli_edgelist_hybrid(tmp_path):
                "--quiet"])
     assert rc == 0
     pd = load_partition(tmp_path / "o", 1)
-    assert pd.meta.hybrid and pd.graph[("_N", "_E", "_N")].row.numel() == 400
+    pairs = {tuple(e) for e in np.loadtxt(folder / "edges.txt", dtype=np.int64).tolist()}
+    raw = np.loadtxt(folder / "edges.txt", dtype=np.int64).tolist()
+    expected = len(raw) + sum(1 for a, b in raw if (b, a) not in pairs)  # every missing reverse added
+    assert pd.meta.hybrid and pd.graph[("_N", "_E", "_N")].row.numel() == expected
     assert pd.node_feats["_N"].feats["x"].shape == (25, 3)
 
 
@@ -53,6 +56,63 @@ def test_cli_user_errors_exit_2(tmp_path, capsys, argv, needle):
     rc = main(["--dataset", "synthetic", "--out", str(tmp_path / "o"), "--quiet"] + argv)
     assert rc == 2 and needle in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--dataset", "synthetic", "--x-dim", "4"], "--x-dim"),
+    (["--dataset", "synthetic", "--root", "/tmp"], "--root"),
+    (["--dataset", "synthetic", "--split", "time"], "--split"),
+    (["--dataset", "synthetic", "--attr", "x=f.npy"], "--attr"),
+    (["--dataset", "synthetic", "--train-frac", "0.5"], "--train-frac"),
+    (["--dataset", "synthetic", "--method", "metis", "--num-clusters", "8"], "--num-clusters"),
+    (["--dataset", "synthetic", "--method", "random", "--ufactor", "10"], "--ufactor"),
+    (["--dataset", "synthetic", "--method", "random", "--no-balance"], "--no-balance"),
+    (["--dataset", "synthetic", "--method", "metis", "--base-method", "random"], "--base-method"),
+    (["--dataset", "synthetic", "--no-undirected"], "undirected"),
+    (["--dataset", "edgelist", "--root", "/tmp", "--hetero"], "--hetero"),
+    (["--dataset", "ogbn-x", "--root", "/tmp", "--attr", "x=f.npy"], "--attr"),
+    (["--dataset", "products_like", "--root", "/tmp", "--avg-degree", "3"], "--avg-degree"),
+])
+def test_cli_option_that_does_not_apply_is_an_error(tmp_path, capsys, argv, needle):
+    rc = main(argv + ["--num-parts", "2", "--out", str(tmp_path / "o"), "--quiet"])
+    assert rc == 2 and needle in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def _ogb_folder(root, name, edges, n):
+    import gzip
+    base = root / name.replace("-", "_") / "raw"
+    base.mkdir(parents=True)
+    with gzip.open(base / "edge.csv.gz", "wt") as f:
+        f.writelines(f"{a},{b}\n" for a, b in edges)
+    with gzip.open(base / "num-node-list.csv.gz", "wt") as f:
+        f.write(f"{n}\n")
+
+
+@pytest.mark.parametrize("flag,expected_edges,note", [
+    ([], 3, "not in the table of known OGB datasets"),
+    (["--undirected"], 6, "symmetric"),
+    (["--no-undirected"], 3, "lack their reverse"),
+])
+def test_cli_unknown_ogb_name_reports_edge_direction(tmp_path, capsys, flag, expected_edges, note):
+    _ogb_folder(tmp_path / "ogb", "ogbn-tiny", [(0, 1), (1, 2), (3, 0)], 4)
+    rc = main(["--dataset", "ogbn-tiny", "--root", str(tmp_path / "ogb"), "--num-parts", "2", "--method", "random",
+               "--out", str(tmp_path / "o"), "--quiet"] + flag)
+    out = capsys.readouterr().out
+    assert rc == 0 and note in out
+    assert read_meta(tmp_path / "o").num_edges[("_N", "_E", "_N")] == expected_edges
+
+
+def test_cli_undirected_on_csr_file_and_synthetic(tmp_path, capsys):
+    torch.save({"rowptr": torch.tensor([0, 1, 1, 2]), "col": torch.tensor([1, 0]), "N": 3}, tmp_path / "g.pt")
+    for flag, edges in (([], 2), (["--undirected"], 4)):
+        out = tmp_path / f"o{len(flag)}"
+        assert main(["--dataset", "products_like", "--root", str(tmp_path / "g.pt"), "--num-parts", "1",
+                     "--method", "random", "--out", str(out), "--quiet"] + flag) == 0
+        assert read_meta(out).num_edges[("_N", "_E", "_N")] == edges
+    assert main(["--dataset", "synthetic", "--num-nodes", "200", "--undirected", "--num-parts", "2",
+                 "--out", str(tmp_path / "s"), "--quiet"]) == 0
+    assert "edges: symmetric" in capsys.readouterr().out
 
 
 def test_cli_refuses_non_empty_out_and_unreadable_input(tmp_path, capsys):
@@ -77,6 +137,12 @@ def test_script_on_cora(tmp_path):
     assert proc.returncode == 0, proc.stderr
     meta = read_meta(out)
     assert meta.num_nodes["_N"] == 2708 and meta.num_edges[("_N", "_E", "_N")] == 10556
+    assert "edges: symmetric" in proc.stdout
+    again = subprocess.run([sys.executable, str(REPO / "scripts" / "partition_graph.py"), "--dataset", "cora",
+                            "--root", str(root), "--num-parts", "2", "--method", "random", "--undirected",
+                            "--out", str(tmp_path / "u"), "--quiet"], capture_output=True, text=True, timeout=240)
+    assert again.returncode == 0, again.stderr
+    assert read_meta(tmp_path / "u").num_edges[("_N", "_E", "_N")] == 10556  # already symmetric: unchanged
     assert meta.stats["edge_cut"] < 0.15  # Cora's 2-way METIS cut is a few percent
     train = sum(int(load_partition(out, p).node_feats["_N"].feats["train_mask"].sum()) for p in range(2))
     assert train == 140

@@ -33,6 +33,7 @@ _LAZY = {
     "RemoteCallError": "pyg_dist.errors",
     "NotInitializedError": "pyg_dist.errors",
     "RpcTimeoutError": "pyg_dist.errors",
+    "MissingDependencyError": "pyg_dist.errors",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

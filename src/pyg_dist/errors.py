@@ -45,6 +45,28 @@ class RpcTimeoutError(PyGDistError, TimeoutError):
     """A remote call or a rendezvous did not complete within its timeout."""
 
 
+class MissingDependencyError(PyGDistError, ImportError):
+    """An optional package that a feature needs is not installed; the message says what to install."""
+
+    def __init__(self, package: str, needed_for: str, install: Optional[str] = None):
+        self.package, self.needed_for = package, needed_for
+        super().__init__(f"{needed_for} needs the package '{package}', which is not installed; "
+                         f"install it with: pip install {install or package}")
+
+
+def require(module: str, needed_for: str, install: Optional[str] = None):
+    """Imports ``module`` or raises :class:`MissingDependencyError` naming the package to install.
+
+    Example:
+        >>> np = require("numpy", "reading .npy files")
+    """
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise MissingDependencyError(install or module.split(".")[0], needed_for, install) from None
+
+
 def check_positive_int(where: str, name: str, value: Any, allow_zero: bool = False) -> int:
     """Returns ``value`` as int, or raises :class:`InvalidArgumentError` naming ``name``."""
     ok = isinstance(value, int) and not isinstance(value, bool) and (value >= 0 if allow_zero else value > 0)

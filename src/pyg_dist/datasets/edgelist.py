@@ -65,7 +65,8 @@ def load_edgelist(path: Union[str, Path], num_nodes: Optional[int] = None, undir
     Args:
         path: The edge file, or a folder holding ``edges.<ext>`` and attribute files.
         num_nodes: Node count; default ``max id + 1`` (or the row count of ``x``).
-        undirected: Add the reverse of every edge (edge attributes are duplicated alongside).
+        undirected: Add the reverse of every edge that lacks one (:func:`~pyg_dist.datasets.registry.
+            symmetrize`: edge attributes are copied alongside; idempotent).
         files: Extra ``{attribute name: file}`` pairs (e.g. ``{"x": "feat.npy"}``).
 
     Example:
@@ -98,8 +99,6 @@ def load_edgelist(path: Union[str, Path], num_nodes: Optional[int] = None, undir
         if key.endswith("_mask"):
             data[key] = data[key].bool()
     if undirected:
-        data.edge_index = torch.cat([edge_index, edge_index.flip(0)], 1)
-        for key in EDGE_FILES:
-            if key in data:
-                data[key] = torch.cat([data[key], data[key]])
+        from pyg_dist.datasets.registry import symmetrize
+        data = symmetrize(data)
     return data

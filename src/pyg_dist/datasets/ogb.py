@@ -27,6 +27,12 @@ _WHERE = "load_ogb_node"
 _ADD_INVERSE = {"ogbn-products": True, "ogbn-proteins": True, "ogbn-arxiv": False, "ogbn-papers100m": False}
 
 
+def known_convention(name: str) -> Optional[bool]:
+    """Whether OGB's edge file of ``name`` lists each undirected edge once (``True``), both
+    directions (``False``), or ``None`` when ``name`` is not in pyg_dist's table."""
+    return _ADD_INVERSE.get(name.lower())
+
+
 def _find_dir(root: Path, name: str) -> Path:
     for cand in (root / name.replace("-", "_"), root / name, root):
         if (cand / "raw" / "edge.csv.gz").is_file():
@@ -58,7 +64,9 @@ def load_ogb_node(name: str, root: Union[str, Path], split: str = "sales_ranking
         name: Dataset name, e.g. ``"ogbn-products"`` (selects the folder and the edge convention).
         root: Folder holding the unpacked dataset (see the module docstring).
         split: Subfolder of ``split/`` to read masks from; if absent, the only subfolder present is used.
-        add_inverse_edge: Add the reverse of every edge; default from OGB's convention for ``name``.
+        add_inverse_edge: Add the reverse of every edge that lacks one (:func:`~pyg_dist.datasets.
+            registry.symmetrize`); default from OGB's convention for ``name`` (:func:`known_convention`;
+            names not in the table keep the edges as stored: pass ``True`` for an undirected graph).
 
     Returns:
         ``Data`` with ``edge_index`` and, where present, ``x``, ``y``, ``time``, ``edge_attr`` and the
@@ -88,11 +96,10 @@ def load_ogb_node(name: str, root: Union[str, Path], split: str = "sales_ranking
     if (raw / "edge-feat.csv.gz").is_file():
         data.edge_attr = torch.from_numpy(_read_csv(raw / "edge-feat.csv.gz", np.float32, ndmin=2))
     _add_splits(data, folder / "split", split, n)
-    inverse = _ADD_INVERSE.get(name.lower(), False) if add_inverse_edge is None else add_inverse_edge
+    inverse = known_convention(name) if add_inverse_edge is None else add_inverse_edge
     if inverse:
-        data.edge_index = torch.cat([edges, edges.flip(0)], 1)
-        if "edge_attr" in data:
-            data.edge_attr = torch.cat([data.edge_attr, data.edge_attr])
+        from pyg_dist.datasets.registry import symmetrize
+        data = symmetrize(data)
     return data
 
 

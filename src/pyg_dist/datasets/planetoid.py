@@ -46,6 +46,8 @@ def load_planetoid(name: str, root: Union[str, Path, None] = None):
     """
     from torch_geometric.datasets import Planetoid
 
+    from pyg_dist.errors import require
+    require("scipy", "reading Planetoid raw files (pickled scipy matrices)")
     canonical = _NAMES.get(str(name).lower())
     if canonical is None:
         raise InvalidArgumentError("load_planetoid", "name", name, f"one of {sorted(_NAMES)}")

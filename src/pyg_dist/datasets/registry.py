@@ -4,6 +4,12 @@ Names: ``cora`` / ``citeseer`` / ``pubmed`` (Planetoid raw files), ``ogbn-*`` (a
 node-property folder), ``edgelist`` (``root`` = edge file or folder), ``synthetic`` (the built-in
 generator; ``opts`` are :func:`~pyg_dist.datasets.synthetic.synthetic_graph` arguments) and ``products_like``
 (``root`` = a ``{rowptr, col, N}`` file written by the shared benchmark generator).
+
+Every reader takes ``undirected``: ``True`` adds the reverse of every edge whose reverse is missing
+(:func:`symmetrize`; idempotent, so an already symmetric graph is unchanged and no edge is ever
+dropped), ``False`` keeps the edges as stored, ``None`` (default) follows the dataset's convention
+(OGB's table of datasets stored one direction per line; as stored otherwise).
+:func:`edge_direction_report` says which the loaded graph is.
 """
 from __future__ import annotations
 
@@ -55,12 +61,64 @@ def load_csr_file(path: Union[str, Path], x_dim: int = 0, num_classes: int = 0, 
     return data
 
 
-def load_dataset(name: str, root: Optional[Union[str, Path]] = None, **opts: Any):
+def symmetrize(data):
+    """Adds the reverse of every edge of ``data`` whose reverse is missing; per-edge attributes
+    (``edge_attr``, ``edge_weight``, ``edge_time``, ...) of a reverse edge copy its forward edge's.
+
+    Idempotent; duplicates and self loops of the input are kept as they are (never dropped).
+
+    Example:
+        >>> from torch_geometric.data import Data
+        >>> d = symmetrize(Data(edge_index=torch.tensor([[0, 1, 2], [1, 0, 0]]), num_nodes=3))
+        >>> d.edge_index.tolist()
+        [[0, 1, 2, 0], [1, 0, 0, 2]]
+    """
+    missing = _missing_reverse(data.edge_index, data.num_nodes)
+    if not bool(missing.any()):
+        return data
+    n_edges = data.edge_index.size(1)
+    per_edge = [k for k in data.keys() if k != "edge_index" and data.is_edge_attr(k)
+                and isinstance(data[k], torch.Tensor) and data[k].size(0) == n_edges]
+    data.edge_index = torch.cat([data.edge_index, data.edge_index[:, missing].flip(0)], 1)
+    for key in per_edge:
+        data[key] = torch.cat([data[key], data[key][missing]])
+    return data
+
+
+def _missing_reverse(edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
+    """Mask of the edges whose reverse edge is not in ``edge_index``."""
+    n = max(int(num_nodes), 1)
+    keys = edge_index[0] * n + edge_index[1]
+    return ~torch.isin(edge_index[1] * n + edge_index[0], keys)
+
+
+def edge_direction_report(data) -> str:
+    """One line saying whether every edge of a homogeneous ``data`` has its reverse.
+
+    Example:
+        >>> from torch_geometric.data import Data
+        >>> edge_direction_report(Data(edge_index=torch.tensor([[0], [1]]), num_nodes=2))
+        'edges: directed (1 of 1 edges lack their reverse; --undirected adds them)'
+    """
+    from torch_geometric.data import HeteroData
+    if isinstance(data, HeteroData):
+        return "edges: heterogeneous graph (per edge type, as loaded)"
+    missing = int(_missing_reverse(data.edge_index, data.num_nodes).sum())
+    if missing == 0:
+        return "edges: symmetric (every edge has its reverse)"
+    return (f"edges: directed ({missing} of {data.edge_index.size(1)} edges lack their reverse; "
+            "--undirected adds them)")
+
+
+def load_dataset(name: str, root: Optional[Union[str, Path]] = None, undirected: Optional[bool] = None,
+                 **opts: Any):
     """Loads a graph by name (see the module docstring for the names and what ``root`` means).
 
     Args:
         name: Dataset name.
-        root: Where the data lies (unused by ``synthetic``).
+        root: Where the data lies (must be ``None`` for ``synthetic``).
+        undirected: ``True``: add every missing reverse edge (:func:`symmetrize`); ``False``: keep the
+            edges as stored; ``None``: the dataset's convention (see the module docstring).
         **opts: Loader options (e.g. ``num_nodes=10_000, hetero=True`` for ``synthetic``).
 
     Raises:
@@ -71,7 +129,22 @@ def load_dataset(name: str, root: Optional[Union[str, Path]] = None, **opts: Any
         >>> data.num_nodes
         500
     """
-    key = str(name).lower()
+    if undirected is not None and not isinstance(undirected, bool):
+        raise InvalidArgumentError(_WHERE, "undirected", undirected, "None, True or False")
+    data = _load(str(name).lower(), name, root, undirected, opts)
+    if undirected:
+        from torch_geometric.data import HeteroData
+        if isinstance(data, HeteroData):
+            raise InvalidArgumentError(_WHERE, "undirected", True, "None for heterogeneous graphs")
+        data = symmetrize(data)
+    return data
+
+
+def _load(key: str, name: str, root, undirected: Optional[bool], opts: dict):
+    if key == "synthetic" and root is not None:
+        raise InvalidArgumentError(_WHERE, "root", str(root), "None for 'synthetic' (the graph is generated)")
+    if key == "synthetic" and undirected is False:
+        raise InvalidArgumentError(_WHERE, "undirected", False, "None or True for 'synthetic' (always symmetric)")
     if key in PLANETOID:
         from pyg_dist.datasets.planetoid import load_planetoid
         _check_opts(load_planetoid, opts, key)
@@ -82,6 +155,8 @@ def load_dataset(name: str, root: Optional[Union[str, Path]] = None, **opts: Any
     if key.startswith("ogbn-"):
         from pyg_dist.datasets.ogb import load_ogb_node
         _check_opts(load_ogb_node, opts, key)
+        if undirected is not None:
+            opts = dict(opts, add_inverse_edge=undirected)
         return load_ogb_node(key, _need_root(root, key), **opts)
     if key == "edgelist":
         from pyg_dist.datasets.edgelist import load_edgelist

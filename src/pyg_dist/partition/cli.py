@@ -22,6 +22,16 @@ from pyg_dist.partition.writer import check_output
 _SYNTH = {"num_nodes": int, "avg_degree": float, "num_features": int, "num_classes": int,
           "community_size": int, "edge_dim": int}
 _SYNTH_FLAGS = ("hetero", "node_time", "edge_time", "edge_weight")
+_PLANETOID = ("cora", "citeseer", "pubmed")
+#: Which datasets each reader-specific option applies to ("ogbn" stands for every ``ogbn-*`` name);
+#: giving an option to a dataset it does not apply to is an error, never a silent no-op.
+_APPLIES = {
+    "root": _PLANETOID + ("ogbn", "edgelist", "products_like"),
+    "split": ("ogbn",), "attr": ("edgelist",), "x_dim": ("products_like",), "train_frac": ("products_like",),
+    "num_nodes": ("synthetic", "edgelist"), "num_classes": ("synthetic", "products_like"),
+    **{k: ("synthetic",) for k in _SYNTH if k not in ("num_nodes", "num_classes")},
+    **{k: ("synthetic",) for k in _SYNTH_FLAGS},
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,15 +39,18 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--dataset", required=True,
                    help="cora | citeseer | pubmed | ogbn-<name> | edgelist | synthetic | products_like")
-    p.add_argument("--root", default=None, help="where the data lies (folder or file, per dataset)")
+    p.add_argument("--root", default=None, help="where the data lies (folder or file; not for synthetic)")
     p.add_argument("--num-parts", type=int, required=True, help="number of partitions (machines)")
     p.add_argument("--method", default="metis", help=f"one of {list(METHODS)}")
-    p.add_argument("--base-method", default="metis", help="ownership method of --method hybrid")
+    p.add_argument("--base-method", default=None, help="ownership method of --method hybrid (default metis)")
     p.add_argument("--sub-parts", type=int, default=1, help="trainers per machine (two-level split)")
     p.add_argument("--num-clusters", type=int, default=None, help="supernode: METIS mini-clusters")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--ufactor", type=int, default=30, help="METIS imbalance per constraint, 1/1000")
+    p.add_argument("--seed", type=int, default=0, help="seed of the partitioning (and of generated data)")
+    p.add_argument("--ufactor", type=int, default=None, help="METIS imbalance per constraint, 1/1000 (default 30)")
     p.add_argument("--no-balance", action="store_true", help="METIS balances node count only")
+    p.add_argument("--undirected", action=argparse.BooleanOptionalAction, default=None,
+                   help="add every missing reverse edge (--no-undirected: keep edges as stored); "
+                        "default: the dataset's convention, reported after loading")
     p.add_argument("--out", required=True, help="output folder (must be empty unless --overwrite)")
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -48,7 +61,6 @@ def build_parser() -> argparse.ArgumentParser:
         g.add_argument("--" + name.replace("_", "-"), action="store_true")
     g = p.add_argument_group("ogbn-* / edgelist / products_like")
     g.add_argument("--split", default=None, help="ogbn: split scheme folder")
-    g.add_argument("--undirected", action="store_true", help="edgelist: add reverse edges")
     g.add_argument("--attr", action="append", default=[], metavar="NAME=FILE",
                    help="edgelist: attribute file, e.g. x=feat.npy (repeatable)")
     g.add_argument("--x-dim", type=int, default=None, help="products_like: random feature width")
@@ -56,8 +68,33 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def check_applicable(args: argparse.Namespace) -> None:
+    """Every option given must apply to ``--dataset`` and ``--method``; else a typed error naming it."""
+    name = args.dataset.lower()
+    kind = "ogbn" if name.startswith("ogbn-") else name
+    for opt, datasets in _APPLIES.items():
+        value = getattr(args, opt)
+        if value not in (None, False, []) and kind in _APPLIES["root"] + ("synthetic",) and kind not in datasets:
+            raise InvalidArgumentError("pyg-dist-partition", _flag(opt), value,
+                                       f"not given: it applies to --dataset {' / '.join(datasets)} only")
+    method_opts = {"base_method": args.method == "hybrid", "num_clusters": args.method == "supernode"
+                   or (args.method == "hybrid" and args.base_method == "supernode")}
+    uses_metis = args.method in ("metis", "supernode") or (args.method == "hybrid" and args.base_method in
+                                                           (None, "metis", "supernode"))
+    method_opts.update(ufactor=uses_metis, no_balance=uses_metis)
+    for opt, ok in method_opts.items():
+        value = getattr(args, opt)
+        if value not in (None, False) and not ok:
+            raise InvalidArgumentError("pyg-dist-partition", _flag(opt), value,
+                                       f"not given: it does not apply to --method {args.method}")
+
+
 def dataset_options(args: argparse.Namespace) -> Dict[str, Any]:
-    """Loader options for ``args.dataset`` from the flags that were given."""
+    """Loader options for ``args.dataset`` from the flags that were given (see :func:`check_applicable`)."""
     name = args.dataset.lower()
     if name == "synthetic":
         opts = {k: getattr(args, k) for k in _SYNTH if getattr(args, k) is not None}
@@ -67,7 +104,7 @@ def dataset_options(args: argparse.Namespace) -> Dict[str, Any]:
     if name.startswith("ogbn-"):
         return {"split": args.split} if args.split else {}
     if name == "edgelist":
-        opts: Dict[str, Any] = {"undirected": args.undirected}
+        opts: Dict[str, Any] = {}
         if args.num_nodes is not None:
             opts["num_nodes"] = args.num_nodes
         files = dict(a.split("=", 1) for a in args.attr if "=" in a)
@@ -83,21 +120,37 @@ def dataset_options(args: argparse.Namespace) -> Dict[str, Any]:
     return {}
 
 
+def edges_note(args: argparse.Namespace, data) -> str:
+    """What happened to edge directions: the loaded graph's symmetry, and OGB's convention when the
+    dataset's name is not in pyg_dist's table."""
+    from pyg_dist.datasets.ogb import known_convention
+    from pyg_dist.datasets.registry import edge_direction_report
+
+    line = edge_direction_report(data)
+    name = args.dataset.lower()
+    if name.startswith("ogbn-") and args.undirected is None and known_convention(name) is None:
+        line += (f"; {args.dataset} is not in the table of known OGB datasets, so its edges were taken as "
+                 "stored (--undirected adds the reverse edges, --no-undirected silences this note)")
+    return line
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Console entry point; returns the exit status (2 on a user error, message on stderr)."""
     args = build_parser().parse_args(argv)
     from pyg_dist.datasets.registry import load_dataset
     try:
-        PartitionConfig(args.num_parts, args.method, args.base_method, args.sub_parts, args.num_clusters,
-                        args.seed, args.ufactor)  # fail fast, before a long load
+        check_applicable(args)
+        method_opts = dict(base_method=args.base_method or "metis", sub_parts=args.sub_parts,
+                           num_clusters=args.num_clusters, seed=args.seed,
+                           ufactor=30 if args.ufactor is None else args.ufactor)
+        PartitionConfig(args.num_parts, args.method, **method_opts)  # fail fast, before a long load
         check_output(args.out, args.overwrite)
         t0 = time.perf_counter()
-        data = load_dataset(args.dataset, args.root, **dataset_options(args))
+        data = load_dataset(args.dataset, args.root, undirected=args.undirected, **dataset_options(args))
         t1 = time.perf_counter()
         print(f"loaded {args.dataset}: {data}  ({t1 - t0:.1f} s)", flush=True)
-        part = Partitioner(data, args.num_parts, args.method, base_method=args.base_method,
-                           sub_parts=args.sub_parts, num_clusters=args.num_clusters, seed=args.seed,
-                           ufactor=args.ufactor, balance=not args.no_balance)
+        print(edges_note(args, data), flush=True)
+        part = Partitioner(data, args.num_parts, args.method, balance=not args.no_balance, **method_opts)
         stats = part.save(args.out, overwrite=args.overwrite, progress=not args.quiet)
     except PyGDistError as e:
         print(f"pyg-dist-partition: error: {e}", file=sys.stderr)
