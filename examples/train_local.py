@@ -11,6 +11,7 @@ Prints the loss and validation accuracy of every epoch and, last, ``test_acc=<fl
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
 
@@ -19,6 +20,10 @@ import torch.nn.functional as F
 from torch_geometric.nn import SAGEConv
 
 import pyg_dist
+from pyg_dist.entry import progress, run_main, setup_logging
+from pyg_dist.ops import warmup
+
+LOG = logging.getLogger("examples")
 
 #: Arguments of ``pyg_dist.synthetic_graph`` for the default dataset: 8 classes (chance 12.5 %), features
 #: so noisy that an MLP on them alone reaches ~28 % while GraphSAGE over neighbours reaches ~93 %.
@@ -65,6 +70,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true", help="no progress bar, no start-up messages")
     args = p.parse_args(argv)
     for name in ("num_nodes", "epochs", "batch_size", "hidden"):
         if getattr(args, name) <= 0:
@@ -80,10 +86,11 @@ def load_graph(args: argparse.Namespace):
     return pyg_dist.load_planetoid(args.dataset, args.root)
 
 
-def run_epoch(model, loader, optimizer, device) -> float:
+def run_epoch(model, loader, optimizer, device, desc: str = "", quiet: bool = True) -> float:
     model.train()
     total_loss, total = 0.0, 0
-    for batch in loader:
+    bar = progress(loader, desc, len(loader), quiet)
+    for batch in bar:
         batch = batch.to(device)
         optimizer.zero_grad()
         out = model(batch.x, batch.edge_index)[:batch.batch_size]
@@ -92,6 +99,8 @@ def run_epoch(model, loader, optimizer, device) -> float:
         optimizer.step()
         total_loss += loss.item() * batch.batch_size
         total += batch.batch_size
+        if hasattr(bar, "set_postfix"):
+            bar.set_postfix(loss=f"{total_loss / max(total, 1):.4f}", refresh=False)
     return total_loss / max(total, 1)
 
 
@@ -109,12 +118,14 @@ def accuracy(model, loader, device) -> float:
 
 def main(argv=None) -> float:
     args = parse_args(argv)
+    setup_logging(args.quiet)
+    warmup()
     torch.manual_seed(args.seed)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     data = load_graph(args)
     num_classes = int(data.y.max()) + 1
-    print(f"dataset={args.dataset} nodes={data.num_nodes} edges={data.num_edges} "
-          f"features={data.num_features} classes={num_classes} device={device}", flush=True)
+    LOG.info(f"dataset={args.dataset} nodes={data.num_nodes} edges={data.num_edges} "
+             f"features={data.num_features} classes={num_classes} device={device}")
 
     def loader(mask, shuffle):
         return pyg_dist.NeighborLoader(data, args.num_neighbors, input_nodes=mask, batch_size=args.batch_size,
@@ -126,14 +137,13 @@ def main(argv=None) -> float:
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=5e-4)
     for epoch in range(1, args.epochs + 1):
         start = time.perf_counter()
-        loss = run_epoch(model, train_loader, optimizer, device)
+        loss = run_epoch(model, train_loader, optimizer, device, f"epoch {epoch}", args.quiet)
         val_acc = accuracy(model, val_loader, device)
-        print(f"epoch={epoch:03d} loss={loss:.4f} val_acc={val_acc:.4f} "
-              f"time={time.perf_counter() - start:.2f}s", flush=True)
+        LOG.info(f"epoch={epoch:03d} loss={loss:.4f} val_acc={val_acc:.4f} time={time.perf_counter() - start:.2f}s")
     test_acc = accuracy(model, test_loader, device)
-    print(f"test_acc={test_acc:.4f}", flush=True)
+    LOG.info(f"test_acc={test_acc:.4f}")
     return test_acc
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_main(main, sys.argv[1:])

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+import pyg_dist
+
 DEMO = Path(__file__).resolve().parents[1] / "examples" / "train_local.py"
 
 
@@ -42,5 +44,5 @@ def test_demo_rejects_bad_arguments(capsys):
         assert info.value.code == 2
         assert argv[0] in capsys.readouterr().err
     assert demo.parse_args(["--num-neighbors", "10,-1"]).num_neighbors == [10, -1]
-    with pytest.raises(FileNotFoundError, match="no raw files"):
+    with pytest.raises(pyg_dist.InvalidArgumentError, match="no raw files"):
         demo.main(["--dataset", "cora", "--root", "/nonexistent/folder", "--epochs", "1"])

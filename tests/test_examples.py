@@ -71,3 +71,51 @@ def test_link_examples(tmp_path, script):
     lines, acc = _test_acc(proc)
     assert f"temporal={script.startswith('temporal')}" in lines[0], lines
     assert 0.0 <= acc <= 1.0
+
+
+@pytest.mark.timeout(300)
+def test_a_user_error_is_one_line_per_rank(tmp_path):
+    proc = _torchrun("node_classification.py", "--partition-dir", str(tmp_path / "missing"), "--epochs", "1")
+    assert proc.returncode != 0
+    ours = [ln for ln in proc.stderr.splitlines() if ln.startswith("[rank ")]
+    assert sorted(ln[:8] for ln in ours) == ["[rank 0]", "[rank 1]"], proc.stderr
+    assert all("PartitionFormatError: " in ln and "META.json" in ln for ln in ours), ours
+    assert proc.stderr.count("Traceback") <= 1, proc.stderr     # torchrun's own summary, no rank tracebacks
+
+
+def test_without_torchrun_the_error_says_how_to_launch(tmp_path):
+    Partitioner(pyg_dist.synthetic_graph(300, 4, num_features=4), 2, method="random").save(
+        tmp_path / "p2", progress=False)
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "node_classification.py"), "--partition-dir",
+                           str(tmp_path / "p2")], capture_output=True, text=True, timeout=120, env=_env())
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("[rank 0] InvalidArgumentError:")
+    assert "torchrun --nproc-per-node 2 node_classification.py" in proc.stderr
+
+
+def test_temporal_example_help_and_early_folder_check(tmp_path):
+    script = str(EXAMPLES / "temporal_link_prediction.py")
+    helptext = subprocess.run([sys.executable, script, "--help"], capture_output=True, text=True, timeout=60).stdout
+    assert "Distributed temporal link prediction on a partitioned graph" in helptext
+    assert "--temporal" not in helptext and "--quiet" in helptext
+    Partitioner(pyg_dist.synthetic_graph(300, 4, num_features=4), 1, method="random").save(
+        tmp_path / "p1", progress=False)                        # no edge_time
+    proc = subprocess.run([sys.executable, script, "--partition-dir", str(tmp_path / "p1")], capture_output=True,
+                          text=True, timeout=120, env=_env())
+    assert proc.returncode == 1 and "edge_time" in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+
+
+@pytest.mark.timeout(300)
+def test_readme_training_snippet_runs_as_pasted(tmp_path):
+    text = (EXAMPLES.parents[1] / "README.md").read_text()
+    code = text.split("```python\n# train.py\n", 1)[1].split("```", 1)[0]
+    data = pyg_dist.synthetic_graph(1200, 6, num_features=8, num_classes=4, seed=5)
+    Partitioner(data, 2, method="metis").save(tmp_path / "demo-2", progress=False)
+    script = tmp_path / "train.py"
+    script.write_text(code.replace('"/data/demo-2"', repr(str(tmp_path / "demo-2"))))
+    port = free_port()
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc-per-node=2",
+                           "--master-addr=127.0.0.1", f"--master-port={port}", str(script)], capture_output=True,
+                          text=True, timeout=240, env=dict(_env(), PYG_DIST_RPC_PORT=str(free_port())))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(re.findall(r"rank (\d) epoch 2 loss [0-9.]+", proc.stdout)) == ["0", "1"], proc.stdout

@@ -1,7 +1,8 @@
-"""Pieces shared by the distributed examples: the model, argument parsing, rank-0 printing."""
+"""Pieces shared by the distributed examples: the model, argument parsing, logging, progress bars."""
 from __future__ import annotations
 
 import argparse
+import logging
 from typing import List, Optional
 
 import torch
@@ -36,6 +37,9 @@ def fanouts(text: str) -> List[int]:
     return values
 
 
+LOG = logging.getLogger("examples")
+
+
 def base_parser(doc: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=doc.splitlines()[0])
     p.add_argument("--partition-dir", required=True, help="folder written by pyg-dist-partition")
@@ -50,6 +54,7 @@ def base_parser(doc: str) -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-steps", type=int, default=0, help="stop each epoch after this many batches (0: all)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars, no start-up messages")
     return p
 
 
@@ -63,15 +68,40 @@ def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> argparse
     return args
 
 
-def print0(env, *parts, **kw) -> None:
-    """Prints on rank 0 only (flushed: torchrun interleaves the ranks' output)."""
-    if env.rank == 0:
-        print(*parts, flush=True, **kw)
+def setup(args: argparse.Namespace) -> None:
+    """Logging (rank 0 prints INFO lines on stdout) and the sampling kernels loaded up front (the first
+    run on a machine compiles them, announced with its duration, instead of inside the first batch)."""
+    from pyg_dist.entry import setup_logging
+    from pyg_dist.ops import warmup
+    setup_logging(args.quiet)
+    warmup()
 
 
-def steps(loader, max_steps: Optional[int]):
-    """Iterates ``loader``, stopping after ``max_steps`` batches when set (every rank alike)."""
-    for i, batch in enumerate(loader):
-        if max_steps and i >= max_steps:
-            break
-        yield batch
+def print0(env, line: str) -> None:
+    """A result line (logged at INFO: shown on rank 0, whose log level is INFO, only)."""
+    LOG.info(line)
+
+
+def steps(loader, max_steps: Optional[int], desc: str = "", quiet: bool = False):
+    """``(bar, batches)``: iterates ``loader`` (stopping after ``max_steps`` batches when set, every
+    rank alike) inside a progress bar on rank 0 (``bar.set_postfix(loss=...)`` shows the loss)."""
+    from pyg_dist.entry import progress
+    total = min(len(loader), max_steps) if max_steps else len(loader)
+    bar = progress(range(total), desc, total, quiet)
+
+    def batches():
+        for i, batch in enumerate(loader):
+            if max_steps and i >= max_steps:
+                break
+            yield batch
+            if hasattr(bar, "update"):
+                bar.update(1)
+        if hasattr(bar, "close"):
+            bar.close()
+    return bar, batches()
+
+
+def set_loss(bar, loss: float) -> None:
+    """Shows the running loss on the progress bar (no-op without one)."""
+    if hasattr(bar, "set_postfix"):
+        bar.set_postfix(loss=f"{loss:.4f}", refresh=False)

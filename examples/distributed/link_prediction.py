@@ -7,8 +7,7 @@ Seed edges are the edges each partition owns (co-located with their destination)
 negative per positive (binary), a dot-product decoder over GraphSAGE embeddings. Rank 0 prints
 per-epoch loss and link accuracy and, last, ``test_acc=<float>``: accuracy of telling the
 positives from fresh random negatives (a transductive check; hold edges out before partitioning for a
-real evaluation). ``--temporal`` samples with ``time_attr="edge_time"``: neighbours never newer than
-the seed edge (see ``temporal_link_prediction.py``).
+real evaluation). ``temporal_link_prediction.py`` runs the same loop with ``time_attr="edge_time"``.
 """
 from __future__ import annotations
 
@@ -19,16 +18,29 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.sampler import NegativeSampling
 
-from common import GraphSAGE, base_parser, check_args, print0, steps
+from common import GraphSAGE, base_parser, check_args, print0, set_loss, setup, steps
 from pyg_dist.distributed.link_loader import DistLinkNeighborLoader
+from pyg_dist.entry import run_main
+from pyg_dist.errors import InvalidArgumentError
+from pyg_dist.partition import read_meta
 from pyg_dist.train import TrainConfig, all_sum, dist_session, wrap_ddp
 
 
-def parse_args(argv=None, temporal: bool = False):
-    p = base_parser(__doc__)
-    p.add_argument("--temporal", action="store_true", default=temporal,
-                   help="temporal sampling on the folder's edge_time")
+def parse_args(argv=None, doc: str = __doc__):
+    p = base_parser(doc)
     return check_args(p, p.parse_args(argv))
+
+
+def check_folder(script: str, partition_dir: str, temporal: bool):
+    """The folder suits this script (read from META.json before any process group or RPC starts)."""
+    meta = read_meta(partition_dir)
+    if meta.is_hetero:
+        raise InvalidArgumentError(script, "--partition-dir", partition_dir,
+                                   "a homogeneous folder (this example has one node and one edge type)")
+    if temporal and not meta.edge_time_types:
+        raise InvalidArgumentError(script, "--partition-dir", partition_dir,
+                                   "a folder with edge_time (partition with --edge-time)")
+    return meta
 
 
 class LinkModel(torch.nn.Module):
@@ -41,11 +53,12 @@ class LinkModel(torch.nn.Module):
         return (h[edge_label_index[0]] * h[edge_label_index[1]]).sum(-1)
 
 
-def run_epoch(model, loader, env, optimizer=None, max_steps=0):
+def run_epoch(model, loader, env, optimizer=None, max_steps=0, desc="", quiet=True):
     """One pass; trains when ``optimizer`` is given. Returns (mean loss, accuracy) over all ranks."""
     model.train(optimizer is not None)
     loss_sum = correct = total = 0.0
-    for batch in steps(loader, max_steps):
+    bar, batches = steps(loader, max_steps, desc, quiet)
+    for batch in batches:
         batch = batch.to(env.device)
         with torch.set_grad_enabled(optimizer is not None):
             logits = model(batch.x, batch.edge_index, batch.edge_label_index)
@@ -57,20 +70,20 @@ def run_epoch(model, loader, env, optimizer=None, max_steps=0):
         loss_sum += loss.item() * logits.numel()
         correct += int(((logits > 0).float() == batch.edge_label).sum())
         total += logits.numel()
+        set_loss(bar, loss_sum / max(total, 1))
     loss_sum, correct, total = all_sum([loss_sum, correct, total], env).tolist()
     return loss_sum / max(total, 1), correct / max(total, 1)
 
 
-def main(argv=None, temporal: bool = False) -> float:
-    args = parse_args(argv, temporal)
+def main(argv=None, temporal: bool = False, doc: str = __doc__) -> float:
+    args = parse_args(argv, doc)
+    script = "temporal_link_prediction.py" if temporal else "link_prediction.py"
+    check_folder(script, args.partition_dir, temporal)
+    setup(args)
     torch.manual_seed(args.seed)
     with dist_session(TrainConfig(args.partition_dir, num_workers=args.num_workers)) as env:
         meta = env.graph_store.partition_meta
-        if meta.is_hetero:
-            raise SystemExit("link_prediction.py expects a homogeneous folder")
-        if args.temporal and not meta.edge_time_types:
-            raise SystemExit("--temporal needs a folder with edge_time (partition with --edge-time)")
-        time_attr = "edge_time" if args.temporal else None
+        time_attr = "edge_time" if temporal else None
 
         def loader(train: bool, seed: int):
             return DistLinkNeighborLoader(env, args.num_neighbors, batch_size=args.batch_size, shuffle=train,
@@ -83,12 +96,13 @@ def main(argv=None, temporal: bool = False) -> float:
         in_dim = env.feature_store.get_tensor(group_name=None, attr_name="x").size(-1)
         model = wrap_ddp(LinkModel(in_dim, args.hidden, len(args.num_neighbors)), env)
         optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
-        print0(env, f"world={env.world_size} partitions={meta.num_parts} temporal={args.temporal} "
+        print0(env, f"world={env.world_size} partitions={meta.num_parts} temporal={temporal} "
                     f"batches_per_epoch={train_loader.num_batches}")
         try:
             for epoch in range(1, args.epochs + 1):
                 start = time.perf_counter()
-                loss, acc = run_epoch(model, train_loader, env, optimizer, args.max_steps)
+                loss, acc = run_epoch(model, train_loader, env, optimizer, args.max_steps, f"epoch {epoch}",
+                                      args.quiet)
                 print0(env, f"epoch={epoch:03d} loss={loss:.4f} link_acc={acc:.4f} "
                             f"time={time.perf_counter() - start:.2f}s")
         finally:
@@ -104,4 +118,4 @@ def main(argv=None, temporal: bool = False) -> float:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_main(main, sys.argv[1:])

@@ -20,8 +20,10 @@ import time
 import torch
 import torch.nn.functional as F
 
-from common import GraphSAGE, base_parser, check_args, print0, steps
+from common import GraphSAGE, base_parser, check_args, print0, set_loss, setup, steps
 from pyg_dist.distributed.node_loader import DistNeighborLoader
+from pyg_dist.entry import run_main
+from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.train import TrainConfig, all_sum, dist_session, wrap_ddp
 
 
@@ -36,19 +38,14 @@ def _target(fs, meta, wanted):
         return None
     typed = [t for t in meta.node_types if "y" in fs.attr_names(t)]
     if wanted is not None and wanted not in typed:
-        raise SystemExit(f"--target got {wanted!r}; node types with labels: {typed}")
+        raise InvalidArgumentError("node_classification.py", "--target", wanted, f"a node type with labels: {typed}")
     return wanted or typed[0]
 
 
 def build_model(env, args, target):
     """GraphSAGE (``to_hetero`` for a heterogeneous folder) and a ``batch -> (logits, labels)`` step."""
-    fs, meta = env.feature_store, env.graph_store.partition_meta
-    y = fs.get_tensor(group_name=target, attr_name="y")
-    top = torch.tensor([int(y.max()) + 1 if y.numel() else 0])
-    if env.world_size > 1:
-        torch.distributed.all_reduce(top, op=torch.distributed.ReduceOp.MAX)
-    num_classes = int(top)
-    in_dim = fs.get_tensor(group_name=target, attr_name="x").size(-1)
+    meta = env.meta
+    num_classes, in_dim = env.num_classes(target), env.num_features(target)
     model = GraphSAGE(in_dim, args.hidden, num_classes, len(args.num_neighbors))
     if target is None:
         def step(m, b):
@@ -63,10 +60,11 @@ def build_model(env, args, target):
     return wrap_ddp(model, env, find_unused_parameters=True), step
 
 
-def train_epoch(model, step, loader, optimizer, env, max_steps):
+def train_epoch(model, step, loader, optimizer, env, args, epoch):
     model.train()
     loss_sum = correct = total = 0.0
-    for batch in steps(loader, max_steps):
+    bar, batches = steps(loader, args.max_steps, f"epoch {epoch}", args.quiet)
+    for batch in batches:
         batch = batch.to(env.device)
         optimizer.zero_grad()
         logits, y = step(model, batch)
@@ -76,6 +74,7 @@ def train_epoch(model, step, loader, optimizer, env, max_steps):
         loss_sum += loss.item() * y.numel()
         correct += int((logits.argmax(-1) == y).sum())
         total += y.numel()
+        set_loss(bar, loss_sum / max(total, 1))
     loss_sum, correct, total = all_sum([loss_sum, correct, total], env).tolist()
     return loss_sum / max(total, 1), correct / max(total, 1)
 
@@ -84,7 +83,7 @@ def train_epoch(model, step, loader, optimizer, env, max_steps):
 def evaluate(model, step, loader, env, max_steps=0):
     model.eval()
     correct = total = 0
-    for batch in steps(loader, max_steps):
+    for batch in steps(loader, max_steps, quiet=True)[1]:
         logits, y = step(model, batch.to(env.device))
         correct += int((logits.argmax(-1) == y).sum())
         total += y.numel()
@@ -94,6 +93,7 @@ def evaluate(model, step, loader, env, max_steps=0):
 
 def main(argv=None) -> float:
     args = parse_args(argv)
+    setup(args)
     torch.manual_seed(args.seed)
     config = TrainConfig(args.partition_dir, num_workers=args.num_workers)
     with dist_session(config) as env:
@@ -115,7 +115,7 @@ def main(argv=None) -> float:
         try:
             for epoch in range(1, args.epochs + 1):
                 start = time.perf_counter()
-                loss, train_acc = train_epoch(model, step, train_loader, optimizer, env, args.max_steps)
+                loss, train_acc = train_epoch(model, step, train_loader, optimizer, env, args, epoch)
                 line = f"epoch={epoch:03d} loss={loss:.4f} train_acc={train_acc:.4f}"
                 line += f" val_acc={evaluate(model, step, val_loader, env):.4f}"
                 print0(env, f"{line} time={time.perf_counter() - start:.2f}s")
@@ -132,4 +132,4 @@ def main(argv=None) -> float:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_main(main, sys.argv[1:])

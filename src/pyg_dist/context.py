@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
@@ -155,6 +156,12 @@ class DistContext:
 
         if rpc_port is None:
             rpc_port = read_int(RPC_PORT_ENV, None)
+        if "WORLD_SIZE" not in env and isinstance(num_partitions, int) and num_partitions > 1:
+            script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0].endswith(".py") else "<script>"
+            raise InvalidArgumentError(
+                where, "WORLD_SIZE", "unset (not launched by torchrun)",
+                f"one process per partition at least: the folder has {num_partitions} partitions, so launch "
+                f"`torchrun --nproc-per-node {num_partitions} {script} ...` (or --nnodes N across machines)")
         return cls(rank=read_int("RANK", 0), world_size=read_int("WORLD_SIZE", 1),
                    num_partitions=num_partitions, local_rank=read_int("LOCAL_RANK", None),
                    local_world_size=read_int("LOCAL_WORLD_SIZE", None),

@@ -106,6 +106,37 @@ class DistEnv:
         """``(feature_store, graph_store)``: PyG's remote-backend pair, what the loaders take."""
         return self.feature_store, self.graph_store
 
+    @property
+    def meta(self):
+        """The folder's :class:`~pyg_dist.partition.PartitionMeta` (node / edge types, counts, method)."""
+        return self.graph_store.partition_meta
+
+    def num_features(self, node_type: Optional[str] = None, attr: str = "x") -> int:
+        """Width of a node attribute (default ``x``; the same in every partition): a model's input size.
+
+        Example:
+            >>> model = GraphSAGE(env.num_features(), 64, 2, env.num_classes())  # doctest: +SKIP
+        """
+        shape = self.feature_store.get_tensor_size(group_name=node_type, attr_name=self._attr("num_features",
+                                                                                              node_type, attr))
+        return int(shape[-1]) if len(shape) > 1 else 1
+
+    def _attr(self, where: str, node_type: Optional[str], attr: str) -> str:
+        if attr not in self.feature_store.attr_names(node_type):
+            raise InvalidArgumentError(f"DistEnv.{where}", "attr", attr,
+                                       f"a node attribute of the folder (type {node_type!r}: "
+                                       f"{self.feature_store.attr_names(node_type)})")
+        return attr
+
+    def num_classes(self, node_type: Optional[str] = None, attr: str = "y") -> int:
+        """``max(y) + 1`` over the whole graph (one all_reduce: call it on every rank): a model's output size."""
+        import torch.distributed as dist
+        y = self.feature_store.get_tensor(group_name=node_type, attr_name=self._attr("num_classes", node_type, attr))
+        top = torch.tensor([int(y.max()) + 1 if y.numel() else 0])
+        if dist.is_initialized() and self.world_size > 1:
+            dist.all_reduce(top, op=dist.ReduceOp.MAX)
+        return int(top)
+
 
 def serve_partition(graph_store, feature_store) -> None:
     """Registers this process's callees for its partition (feature lookups and one-hop sampling).

@@ -54,8 +54,9 @@ def load_planetoid(name: str, root: Union[str, Path, None] = None):
     root = Path(root) if root is not None else shared_data_root()
     raw = _raw_dir(root, canonical)
     if raw is None:
-        raise FileNotFoundError(f"load_planetoid: no raw files for {canonical!r} under root={str(root)!r} "
-                                f"(looked for {canonical}/raw and planetoid/{canonical}/raw)")
+        raise InvalidArgumentError("load_planetoid", "root", str(root),
+                                   f"a folder holding {canonical}/raw or planetoid/{canonical}/raw (no raw "
+                                   f"files for {canonical!r} found there)")
     with tempfile.TemporaryDirectory(prefix="pyg_dist_planetoid_") as tmp:
         shutil.copytree(raw, Path(tmp) / canonical / "raw")
         data = Planetoid(tmp, canonical)[0]

@@ -148,10 +148,7 @@ def _load(key: str, name: str, root, undirected: Optional[bool], opts: dict):
     if key in PLANETOID:
         from pyg_dist.datasets.planetoid import load_planetoid
         _check_opts(load_planetoid, opts, key)
-        try:
-            return load_planetoid(key, root)
-        except FileNotFoundError as e:
-            raise InvalidArgumentError(_WHERE, "root", str(root), f"a folder with Planetoid raw files ({e})") from None
+        return load_planetoid(key, root)
     if key.startswith("ogbn-"):
         from pyg_dist.datasets.ogb import load_ogb_node
         _check_opts(load_ogb_node, opts, key)

@@ -223,33 +223,54 @@ def _warm_batch_kernels() -> None:
     scatter_segments(torch.tensor([1, 0]), torch.tensor([1, 1]), ids[:2], ids[:2])
 
 
-def warmup() -> float:
+def warmup(announce_after: float = 1.0) -> float:
     """Loads (or, the very first time, compiles and caches) the numba kernels; returns the seconds.
 
     The first call in a process otherwise pays this inside the first batch (about 1 s with a warm
     numba cache; 15-30 s when nothing is cached yet). Call it in DataLoader ``worker_init_fn`` or
-    at start-up to move that cost out of the first batch. A no-op without numba.
+    at start-up to move that cost out of the first batch. A no-op without numba. When loading takes
+    longer than ``announce_after`` seconds (a first run on this machine: the kernels compile), the
+    ``pyg_dist`` logger says so at INFO, and again with the duration when done.
 
     Example:
         >>> seconds = warmup()  # doctest: +SKIP
     """
+    import logging
+    import threading
     import time
     from pyg_dist.ops.backend import numba_available
-    from pyg_dist.ops.relabel import make_relabeler
+    log = logging.getLogger("pyg_dist")
     t0 = time.perf_counter()
-    if numba_available():
-        csc = CSC.from_edge_index(torch.tensor([[1, 2], [0, 0]]), num_dst=3)
-        seeds = torch.tensor([0, 1])
-        threads = torch.get_num_threads()
-        try:
-            for n in {1, threads}:  # the serial build (1 thread) and the parallel one
-                torch.set_num_threads(n)
-                one_hop(csc, seeds, 1, backend="numba")
-                for disjoint in (False, True):
-                    rel = make_relabeler(3, disjoint=disjoint, backend="numba")
-                    sample_hop(csc, seeds, 0, 1, rel, seed_batch=seeds if disjoint else None, backend="numba")
-                    rel.close()
-        finally:
-            torch.set_num_threads(threads)
+    if not numba_available():
+        return 0.0
+    timer = threading.Timer(announce_after, log.info, ("compiling sampling kernels (once per machine; "
+                                                       "later runs load them from numba's cache) ...",))
+    timer.daemon = True
+    timer.start()
+    try:
+        _warm_sampling_kernels()
         _warm_batch_kernels()
-    return time.perf_counter() - t0
+    finally:
+        timer.cancel()
+    seconds = time.perf_counter() - t0
+    if seconds > announce_after:
+        log.info("sampling kernels ready in %.1f s", seconds)
+    return seconds
+
+
+def _warm_sampling_kernels() -> None:
+    """One tiny call of each sampling kernel: the serial build (1 thread) and the parallel one."""
+    from pyg_dist.ops.relabel import make_relabeler
+    csc = CSC.from_edge_index(torch.tensor([[1, 2], [0, 0]]), num_dst=3)
+    seeds = torch.tensor([0, 1])
+    threads = torch.get_num_threads()
+    try:
+        for n in {1, threads}:
+            torch.set_num_threads(n)
+            one_hop(csc, seeds, 1, backend="numba")
+            for disjoint in (False, True):
+                rel = make_relabeler(3, disjoint=disjoint, backend="numba")
+                sample_hop(csc, seeds, 0, 1, rel, seed_batch=seeds if disjoint else None, backend="numba")
+                rel.close()
+    finally:
+        torch.set_num_threads(threads)

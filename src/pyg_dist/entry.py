@@ -1,0 +1,91 @@
+"""What a script built on pyg_dist needs around its ``main``: logging, progress bars, and one clear
+line per failure.
+
+* :func:`run_main` runs ``main(argv)`` and turns a :class:`~pyg_dist.errors.PyGDistError` into one
+  line on stderr, ``[rank r] ErrorType: message``, and exit status 1 (every rank of a torchrun job
+  prints its own line). The full traceback goes to the ``pyg_dist`` log at DEBUG, or to stderr when
+  ``$PYG_DIST_TRACEBACK=1``. Ctrl-C ends with ``[rank r] interrupted`` and status 130.
+* :func:`setup_logging` sends log records to stdout as ``message`` lines: INFO on rank 0, only
+  warnings on the other ranks, so a job's output is not repeated once per rank.
+* :func:`progress` wraps an iterable in a tqdm bar on rank 0 when stderr is a terminal.
+
+Example::
+
+    from pyg_dist.entry import run_main
+
+    def main(argv):
+        ...
+
+    if __name__ == "__main__":
+        run_main(main, sys.argv[1:])
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import traceback
+from typing import Callable, Iterable, Optional, Sequence
+
+from pyg_dist.errors import PyGDistError
+
+LOG = logging.getLogger("pyg_dist")
+#: Set to 1 to print full tracebacks of pyg_dist errors instead of one line.
+TRACEBACK_ENV = "PYG_DIST_TRACEBACK"
+
+
+def env_rank() -> int:
+    """This process's rank under torchrun (``$RANK``), 0 otherwise."""
+    try:
+        return int(os.environ.get("RANK", "0"))
+    except ValueError:
+        return 0
+
+
+def one_line(exc: BaseException) -> str:
+    """``ErrorType: message`` in one line (a remote failure keeps its first line and the remote error)."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    text = lines[0] if lines else ""
+    if len(lines) > 1:
+        text += f" ... {lines[-1]}"
+    return f"{type(exc).__name__}: {text}"
+
+
+def run_main(main: Callable[[Optional[Sequence[str]]], object], argv: Optional[Sequence[str]] = None) -> None:
+    """Runs ``main(argv)``; exits 0, or 1 with one line per pyg_dist error, 130 on Ctrl-C."""
+    rank = env_rank()
+    try:
+        main(argv)
+    except PyGDistError as exc:
+        LOG.debug("[rank %d] failed", rank, exc_info=True)
+        if os.environ.get(TRACEBACK_ENV) == "1":
+            traceback.print_exc()
+        print(f"[rank {rank}] {one_line(exc)}", file=sys.stderr, flush=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        print(f"[rank {rank}] interrupted", file=sys.stderr, flush=True)
+        sys.exit(130)
+    sys.exit(0)
+
+
+def setup_logging(quiet: bool = False, rank: Optional[int] = None) -> None:
+    """Log lines on stdout: INFO on rank 0, WARNING on the other ranks; ``quiet`` also silences
+    pyg_dist's own INFO messages (start-up, kernel compilation) on rank 0."""
+    rank = env_rank() if rank is None else rank
+    logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING, format="%(message)s",
+                        stream=sys.stdout, force=True)
+    logging.getLogger("pyg_dist").setLevel(logging.WARNING if quiet else logging.NOTSET)
+
+
+def progress(iterable: Iterable, desc: str, total: Optional[int] = None, quiet: bool = False,
+             rank: Optional[int] = None):
+    """``iterable`` in a tqdm bar (batches, batches/s) on rank 0 when stderr is a terminal; the bar
+    has ``set_postfix`` for the loss. Otherwise the iterable itself."""
+    rank = env_rank() if rank is None else rank
+    if quiet or rank != 0 or not sys.stderr.isatty():
+        return iterable
+    from tqdm import tqdm
+    return tqdm(iterable, desc=desc, total=total, unit="batch", leave=False, dynamic_ncols=True)
+
+
+__all__ = ["run_main", "setup_logging", "progress", "one_line", "env_rank", "TRACEBACK_ENV"]
