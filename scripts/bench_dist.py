@@ -68,13 +68,17 @@ def bench_rank(rank: int, world_size: int, root: str, opts: dict) -> dict:
     from torch_geometric.sampler import NodeSamplerInput
     from pyg_dist import rpc
     from pyg_dist.context import DistContext
-    from pyg_dist.distributed import DistNeighborSampler, SamplerStats
+    from pyg_dist._alloc import tune_allocator
     from pyg_dist.ops import warmup
+    from pyg_dist.sampler.dist_neighbor import DistNeighborSampler, serve_partition
+    from pyg_dist.sampler.stats import SamplerStats
     from pyg_dist.store import load_stores
 
     warmup()
+    tune_allocator()  # what dist_session does
     ctx = DistContext.from_env(num_partitions=opts["num_partitions"])
     gs, fs = load_stores(root, ctx=ctx, mmap=opts["mmap"])  # default: in memory, as DistDGL loads partitions
+    serve_partition(gs, fs)
     stats = SamplerStats()
     sampler = DistNeighborSampler(gs, fs, opts["fanouts"], stats=stats, concurrency=opts["concurrency"])
     own = fs.get_global_id()

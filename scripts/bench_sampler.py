@@ -36,6 +36,8 @@ def load_graph(args) -> dict:
 def make_sampler(g: dict, backend: str, fanouts):
     from torch_geometric.data import Data
     from pyg_dist import NeighborSampler
+    from pyg_dist._alloc import tune_allocator
+    tune_allocator()  # glibc keeps the batch's 1-30 MB arrays for reuse (what a distributed session does)
     n, rowptr, col = g["N"], g["rowptr"], g["col"]
     dst = torch.repeat_interleave(torch.arange(n), rowptr[1:] - rowptr[:-1])
     data = Data(edge_index=torch.stack([col, dst]), num_nodes=n)

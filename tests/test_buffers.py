@@ -9,17 +9,17 @@ import torch
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
 from pyg_dist.ops.rows import copy_rows
 from pyg_dist.partition.book import DensePartitionBook, PartitionBook, _BookBase
-from pyg_dist.store import buffers as B
-from pyg_dist.store import lookup as L
+from pyg_dist.store import buffers
+from pyg_dist.store import lookup
 
 pytestmark = pytest.mark.timeout(120)
-ROWS = B._MIN_BYTES // 400 + 10  # a float32 [ROWS, 100] tensor is above the pool's floor
+ROWS = buffers._MIN_BYTES // 400 + 10  # a float32 [ROWS, 100] tensor is above the pool's floor
 UNIT = ROWS * 400
 
 
 @pytest.fixture
 def pool():
-    return B.BufferPool(16 * UNIT)
+    return buffers.BufferPool(16 * UNIT)
 
 
 def test_pool_reuses_a_storage_only_when_nothing_else_holds_it(pool):
@@ -50,13 +50,13 @@ def test_pool_never_reuses_memory_moved_to_shared_memory(pool):
 
 
 def test_pool_respects_its_limit_small_requests_and_off_switch():
-    pool = B.BufferPool(6 * UNIT)  # room for one buffer of 4 units (plus head room), not two
+    pool = buffers.BufferPool(6 * UNIT)  # room for one buffer of 4 units (plus head room), not two
     a = pool.empty((ROWS * 4, 100), torch.float32)
     b = pool.empty((ROWS * 4, 100), torch.float32)
     assert len(pool._storages) == 1 and pool.pooled_bytes <= 6 * UNIT
     assert a.shape == b.shape == (ROWS * 4, 100)
     assert pool.empty((10, 3), torch.float32).shape == (10, 3) and len(pool._storages) == 1
-    off = B.BufferPool(0)
+    off = buffers.BufferPool(0)
     assert off.empty((ROWS, 100), torch.float32).shape == (ROWS, 100) and not off._storages
 
 
@@ -71,15 +71,15 @@ def test_pool_does_not_hand_out_storages_twice_the_request(pool):
 def test_gather_rows_equals_index_select():
     x = torch.randn(3 * ROWS, 100)
     idx = torch.randint(0, x.size(0), (ROWS,))
-    assert torch.equal(B.gather_rows(x, idx), x.index_select(0, idx))
-    assert torch.equal(B.gather_rows(x, idx[:7]), x[idx[:7]])
+    assert torch.equal(buffers.gather_rows(x, idx), x.index_select(0, idx))
+    assert torch.equal(buffers.gather_rows(x, idx[:7]), x[idx[:7]])
 
 
 def test_set_buffer_pool_limit_checks_its_argument():
     with pytest.raises(InvalidArgumentError, match="limit_mb"):
-        B.set_buffer_pool_limit(-1)
+        buffers.set_buffer_pool_limit(-1)
     with pytest.raises(InvalidArgumentError, match="limit_mb"):
-        B.set_buffer_pool_limit("big")
+        buffers.set_buffer_pool_limit("big")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.bool, torch.float16,
@@ -133,21 +133,21 @@ def test_split_by_owner_dense_book_and_bad_ids():
 
 
 def test_lookup_replies_come_in_chunks_and_reassemble(monkeypatch):
-    monkeypatch.setattr(L, "CHUNK_BYTES", 10 * 400)  # 10 rows of 100 float32 per chunk
+    monkeypatch.setattr(lookup, "CHUNK_BYTES", 10 * 400)  # 10 rows of 100 float32 per chunk
     book = PartitionBook({"_N": torch.tensor([0, 100, 250])})
     x1 = torch.randn(150, 100)
     ids = torch.randint(0, 250, (333,))
-    plan = L.plan_lookup(book, 0, [L.FeatureQuery("_N", ("x",), ids)])
-    reply = L.serve_request(book, 1, lambda g, n: x1, plan.requests[1])
+    plan = lookup.plan_lookup(book, 0, [lookup.FeatureQuery("_N", ("x",), ids)])
+    reply = lookup.serve_request(book, 1, lambda g, n: x1, plan.requests[1])
     chunks = reply.values[0]["x"]
     assert len(chunks) > 1 and all(c.size(0) <= 10 for c in chunks)
     x0 = torch.randn(100, 100)
-    out = [{"x": L.gather_local(plan.routes[0], x0)}]
-    L._scatter(plan, out, L._Pending(1, None, plan.slots[1]), reply)
+    out = [{"x": lookup.gather_local(plan.routes[0], x0)}]
+    lookup._scatter(plan, out, lookup._Pending(1, None, plan.slots[1]), reply)
     assert torch.equal(out[0]["x"], torch.cat([x0, x1])[ids])
     reply.values[0]["x"] = chunks[:-1]  # a lost chunk fails loudly
     with pytest.raises(PyGDistError, match="attribute 'x'"):
-        L._scatter(plan, out, L._Pending(1, None, plan.slots[1]), reply)
+        lookup._scatter(plan, out, lookup._Pending(1, None, plan.slots[1]), reply)
 
 
 def test_tune_allocator_applies_once_and_can_be_disabled():
@@ -184,7 +184,7 @@ def test_count_by_owner_matches_bincount_of_owner():
     ids = torch.randint(0, 30, (400,), generator=torch.Generator().manual_seed(2))
     want = torch.bincount(book.owner("_N", ids), minlength=4).tolist()
     assert book.count_by_owner("_N", ids) == want == _BookBase.count_by_owner(book, "_N", ids)
-    from pyg_dist.distributed.stats import remote_count
+    from pyg_dist.sampler.stats import remote_count
     assert remote_count(book, 2, "_N", ids) == (400 - want[2], {p for p in (0, 1, 3) if want[p]})
 
 

@@ -33,7 +33,7 @@ def _check_batch(batch, data, orig):
 
 
 def _epoch_rank(rank, world_size, root, workers, input_nodes, drop_last, bs, context=None):
-    from pyg_dist.distributed.node_loader import DistNeighborLoader
+    from pyg_dist.loader.dist_node_loader import DistNeighborLoader
     from pyg_dist.train import TrainConfig, dist_session
 
     data = _graph()
@@ -104,7 +104,7 @@ def test_all_seeds_in_one_partition_drop_last(tmp_path):
 
 @pytest.mark.timeout(120)
 def test_bad_inputs_raise_typed_errors(tmp_path):
-    from pyg_dist.distributed.node_loader import DistNeighborLoader
+    from pyg_dist.loader.dist_node_loader import DistNeighborLoader
     from pyg_dist.errors import InvalidArgumentError
     from pyg_dist.store import load_stores
 
@@ -122,8 +122,8 @@ def test_bad_inputs_raise_typed_errors(tmp_path):
 
 
 def _prefetch_rank(rank, world_size, root):
-    from pyg_dist.distributed.node_loader import DistNeighborLoader
-    from pyg_dist.distributed.prefetch import PrefetchIterator
+    from pyg_dist.loader.dist_node_loader import DistNeighborLoader
+    from pyg_dist.loader.prefetch import PrefetchIterator
     from pyg_dist.train import TrainConfig, dist_session
 
     data, orig = _graph(), load_original_ids(root)
@@ -152,7 +152,7 @@ def test_concurrency_keeps_batches_in_flight_in_order(tmp_path):
 
 
 def _two_worker_loaders_rank(rank, world_size, root):
-    from pyg_dist.distributed.node_loader import DistNeighborLoader
+    from pyg_dist.loader.dist_node_loader import DistNeighborLoader
     from pyg_dist.train import TrainConfig, dist_session
 
     data, orig = _graph(), load_original_ids(root)

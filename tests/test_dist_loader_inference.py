@@ -24,7 +24,7 @@ def _layers(convs):
 
 
 def _infer_rank(rank, world_size, root):
-    from pyg_dist.distributed.inference import layerwise_inference
+    from pyg_dist.inference import layerwise_inference
     from pyg_dist.train import TrainConfig, dist_session
 
     with dist_session(TrainConfig(root, timeout=60)) as env:

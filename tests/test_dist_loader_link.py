@@ -18,7 +18,7 @@ def _graph():
 def _link_rank(rank, world_size, root, temporal):
     from torch_geometric.sampler import NegativeSampling
 
-    from pyg_dist.distributed.link_loader import DistLinkNeighborLoader
+    from pyg_dist.loader.dist_link_loader import DistLinkNeighborLoader
     from pyg_dist.train import TrainConfig, dist_session
 
     data, orig = _graph(), load_original_ids(root)
@@ -61,7 +61,7 @@ def test_link_batches_match_originals_and_cover_every_edge(tmp_path, temporal):
 
 
 def _hetero_rank(rank, world_size, root):
-    from pyg_dist.distributed.node_loader import DistNeighborLoader
+    from pyg_dist.loader.dist_node_loader import DistNeighborLoader
     from pyg_dist.train import TrainConfig, dist_session
 
     data = pyg_dist.synthetic_graph(600, 6, num_features=8, hetero=True, seed=9)

@@ -9,15 +9,18 @@ import torch
 from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling, NodeSamplerInput
 
 from pyg_dist.datasets import synthetic_graph
-from pyg_dist.distributed import (DistNeighborSampler, FeatureBatch, HopTask, OneHopRequest, SamplerStats,
-                                  register_callees)
-from pyg_dist.distributed.hops import PartitionGraph, serve_one_hop
-from pyg_dist.distributed.plan import merge_one_hop, plan_hop, route_frontier
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
 from pyg_dist.ops import CSC, OneHop, one_hop
-from pyg_dist.partition import Partitioner, load_original_ids
+from pyg_dist.partition import PartitionBook, Partitioner, load_original_ids
 from pyg_dist.sampler import NeighborSampler
+from pyg_dist.sampler.dist_neighbor import DistNeighborSampler, serve_partition
+from pyg_dist.sampler.graph import SamplingGraph
+from pyg_dist.sampler.hops import serve_one_hop
+from pyg_dist.sampler.messages import FeatureBatch, HopTask, OneHopRequest
+from pyg_dist.sampler.plan import plan_hop
+from pyg_dist.sampler.stats import SamplerStats
 from pyg_dist.store import load_stores
+from pyg_dist.store.routing import merge_segments, route_ids
 
 
 # ----------------------------------------------------------------------------------------- routing
@@ -27,31 +30,39 @@ def test_route_and_merge_restore_frontier_order():
     ei = torch.randint(0, 90, (2, 600), generator=gen)
     csc = CSC.from_edge_index(ei, num_dst=90)
     frontier = torch.randperm(90, generator=gen)[:40]
-    owner = lambda ids: ids // 30  # noqa: E731  partition p owns [30p, 30p + 30)
-    route = route_frontier(frontier, (30, 60), owner)
+    book = PartitionBook({"_N": torch.tensor([0, 30, 60, 90])})  # partition p owns [30p, 30p + 30)
+    route = route_ids(book, 1, "_N", frontier, local_range=(30, 60))
     assert set(route.remote) == {0, 2} and route.num_local == int(((frontier >= 30) & (frontier < 60)).sum())
+    assert torch.equal(route.local_rows + 30, frontier[route.local_pos])
     whole = one_hop(csc, frontier, -1)
-    local = one_hop(csc, route.local_ids, -1)
+    local = one_hop(csc, frontier[route.local_pos], -1)
     remote = {p: one_hop(csc, frontier[pos], -1) for p, pos in route.remote.items()}
-    merged = merge_one_hop(route, local, remote)
+    merged = merge_segments(route, local, remote)
     assert torch.equal(merged.count, whole.count)
     assert torch.equal(merged.nbr, whole.nbr) and torch.equal(merged.edge, whole.edge)
     with pytest.raises(PyGDistError, match="one-hop reply"):
-        merge_one_hop(route, local, {**remote, 0: OneHop(torch.zeros(1, dtype=torch.long),
-                                                        torch.zeros(1, dtype=torch.long), torch.ones(1, dtype=torch.long))})
+        merge_segments(route, local, {**remote, 0: OneHop(torch.zeros(1, dtype=torch.long),
+                                                          torch.zeros(1, dtype=torch.long), torch.ones(1, dtype=torch.long))})
+
+
+def _graph_of(book, part, local_range):
+    ets = [("a", "r", "b"), ("b", "s", "b")]
+    return SamplingGraph(part, ["a", "b"], ets, {"a": 30, "b": 30}, {et: None for et in ets},
+                         {et: local_range for et in ets}, {et: local_range for et in ets}, {}, book)
 
 
 def test_plan_groups_edge_types_into_one_request_per_partition():
-    owner = lambda ids: ids // 10  # noqa: E731
-    tasks = [HopTask(("a", "r", "b"), torch.tensor([1, 15, 25, 3]), 5, torch.tensor([7, 8, 9, 10])),
-             HopTask(("b", "s", "b"), torch.tensor([12, 2]), -1)]
-    plan = plan_hop(tasks, [(0, 10), (0, 10)], [owner, owner], OneHopRequest(-1, [], replace=True))
+    book = PartitionBook({"a": torch.tensor([0, 10, 20, 30]), "b": torch.tensor([0, 10, 20, 30])})
+    tasks = [HopTask(("a", "r", "b"), torch.tensor([1, 15, 25, 3]), 5, 9, torch.tensor([7, 8, 9, 10])),
+             HopTask(("b", "s", "b"), torch.tensor([12, 2]), -1, 4)]
+    plan = plan_hop(tasks, _graph_of(book, 0, (0, 10)), OneHopRequest(-1, (), replace=True))
     assert sorted(plan.requests) == [1, 2] and plan.slots == {1: [0, 1], 2: [0]}
     req = plan.requests[1]
     assert req.partition == 1 and req.replace and [t.seeds.tolist() for t in req.tasks] == [[15], [12]]
     assert req.tasks[0].seed_time.tolist() == [8] and req.tasks[1].seed_time is None
-    assert plan.num_remote_seeds == 3 and plan.routes[1].local_ids.tolist() == [2]
-    everything_here = plan_hop(tasks, [(0, 30), (0, 30)], [owner, owner], OneHopRequest(-1, []))
+    assert [t.key for t in req.tasks] == [9, 4]  # every partition draws from the task's key
+    assert plan.num_remote_seeds == 3 and plan.rows[1].tolist() == [2]
+    everything_here = plan_hop(tasks, _graph_of(book, 0, (0, 30)), OneHopRequest(-1, ()))
     assert everything_here.requests == {} and everything_here.routes[0].local_pos is None
 
 
@@ -72,7 +83,7 @@ def test_one_partition_equals_one_process_sampler(one_part):
     """Without RPC (everything local) the batch equals NeighborSampler's, features included."""
     data, orig, gs, fs = one_part
     stats = SamplerStats()
-    dist = DistNeighborSampler(gs, fs, [4, 3], stats=stats, serve=False)
+    dist = DistNeighborSampler(gs, fs, [4, 3], stats=stats)
     seeds = torch.tensor([3, 77, 150, 499])
     torch.manual_seed(7)
     out = dist.sample_from_nodes(NodeSamplerInput(torch.arange(4), seeds))
@@ -90,17 +101,17 @@ def test_one_partition_equals_one_process_sampler(one_part):
     rows = dist.lookup_rows({"_N": torch.tensor([7, 0])}, {("_N", "_E", "_N"): torch.tensor([3])})
     assert torch.equal(rows.node["_N"]["x"], data.x[o[torch.tensor([7, 0])]]) and "y" in rows.node["_N"]
     assert torch.equal(rows.edge[("_N", "_E", "_N")]["edge_attr"], data.edge_attr[orig[("_N", "_E", "_N")][[3]]])
-    only_x = DistNeighborSampler(gs, fs, [2], node_attrs=["x"], edge_attrs=["edge_weight"], serve=False)
+    only_x = DistNeighborSampler(gs, fs, [2], node_attrs=["x"], edge_attrs=["edge_weight"])
     fb = only_x.sample_from_nodes(NodeSamplerInput(None, seeds)).metadata.features
     assert list(fb.node["_N"]) == ["x"] and list(fb.edge[("_N", "_E", "_N")]) == ["edge_weight"]
 
 
 def test_bidirectional_disjoint_and_link_outputs(one_part):
     data, orig, gs, fs = one_part
-    bi = DistNeighborSampler(gs, fs, [3, 2], subgraph_type="bidirectional", serve=False)
+    bi = DistNeighborSampler(gs, fs, [3, 2], subgraph_type="bidirectional")
     out = bi.sample_from_nodes(NodeSamplerInput(None, torch.tensor([1, 2, 3])))
     assert out.metadata.features.edge[("_N", "_E", "_N")]["edge_attr"].size(0) == out.edge.numel()
-    dis = DistNeighborSampler(gs, fs, [2], disjoint=True, serve=False)
+    dis = DistNeighborSampler(gs, fs, [2], disjoint=True)
     out = dis.sample_from_nodes(NodeSamplerInput(None, torch.tensor([5, 5, 9])))
     assert out.batch[:3].tolist() == [0, 1, 2] and out.node[:3].tolist() == [5, 5, 9]
     inp = EdgeSamplerInput(None, torch.tensor([0, 1]), torch.tensor([2, 3]), label=torch.tensor([1.0, 1.0]))
@@ -110,42 +121,42 @@ def test_bidirectional_disjoint_and_link_outputs(one_part):
 
 def test_serve_one_hop_checks_routing(one_part):
     _, _, gs, _ = one_part
-    graph = PartitionGraph.from_store(gs)
+    graph = SamplingGraph.from_store(gs)
     et = ("_N", "_E", "_N")
-    reply = serve_one_hop(graph, OneHopRequest(0, [HopTask(et, torch.tensor([4, 8]), -1)]))
+    reply = serve_one_hop(graph, OneHopRequest(0, (HopTask(et, torch.tensor([4, 8]), -1),)))
     csc = gs.local_csc()
-    want = one_hop(csc, torch.tensor([4, 8]), -1)
+    want = one_hop(csc, torch.tensor([4, 8]), -1, key=0)
     assert torch.equal(reply.results[0].nbr, want.nbr) and torch.equal(reply.results[0].count, want.count)
     with pytest.raises(PyGDistError, match="reached partition 0"):
-        serve_one_hop(graph, OneHopRequest(1, []))
+        serve_one_hop(graph, OneHopRequest(1, ()))
     with pytest.raises(PyGDistError, match="does not hold"):
-        serve_one_hop(graph, OneHopRequest(0, [HopTask(et, torch.tensor([10 ** 6]), -1)]))
+        serve_one_hop(graph, OneHopRequest(0, (HopTask(et, torch.tensor([10 ** 6]), -1),)))
 
 
 def test_pickled_sampler_reopens_its_folder(one_part):
     _, _, gs, fs = one_part
-    sampler = DistNeighborSampler(gs, fs, [2, 2], serve=False)
+    sampler = DistNeighborSampler(gs, fs, [2, 2])
     clone = pickle.loads(pickle.dumps(sampler))
-    torch.manual_seed(3)
-    a = sampler.sample_typed({"_N": torch.tensor([1, 2])})
-    torch.manual_seed(3)
-    b = clone.sample_typed({"_N": torch.tensor([1, 2])})
+    a = sampler.sample_typed({"_N": torch.tensor([1, 2])}, key=3)
+    b = clone.sample_typed({"_N": torch.tensor([1, 2])}, key=3)
     assert torch.equal(a.node["_N"], b.node["_N"]) and torch.equal(a.edge[("_N", "_E", "_N")], b.edge[("_N", "_E", "_N")])
 
 
-def test_register_callees_serves_both_ops(one_part):
+def test_serve_partition_serves_both_ops(one_part):
     from pyg_dist import rpc
-    from pyg_dist.distributed import ONE_HOP_OP
+    from pyg_dist.sampler.messages import ONE_HOP_OP
     from pyg_dist.store import LOOKUP_OP
     _, _, gs, fs = one_part
     try:
-        register_callees((gs, fs))
+        serve_partition(gs, fs)
         assert {ONE_HOP_OP, LOOKUP_OP} <= set(rpc.registered_callees())
     finally:
         rpc.unregister_callee(ONE_HOP_OP)
         rpc.unregister_callee(LOOKUP_OP)
-    with pytest.raises(InvalidArgumentError, match="sampler_or_stores"):
-        register_callees("nope")
+    with pytest.raises(InvalidArgumentError, match="graph_store"):
+        serve_partition("nope", fs)
+    with pytest.raises(InvalidArgumentError, match="feature_store"):
+        serve_partition(gs, None)
 
 
 @pytest.mark.parametrize("kwargs, name", [
@@ -159,23 +170,23 @@ def test_register_callees_serves_both_ops(one_part):
 def test_bad_arguments_are_named(one_part, kwargs, name):
     _, _, gs, fs = one_part
     with pytest.raises(InvalidArgumentError, match=f"'{name}'"):
-        DistNeighborSampler(gs, fs, [2], serve=False, **kwargs)
+        DistNeighborSampler(gs, fs, [2], **kwargs)
 
 
 def test_bad_inputs_are_named(one_part):
     _, _, gs, fs = one_part
     with pytest.raises(InvalidArgumentError, match="'graph_store'"):
-        DistNeighborSampler(fs, fs, [2], serve=False)
+        DistNeighborSampler(fs, fs, [2])
     with pytest.raises(InvalidArgumentError, match="'feature_store'"):
-        DistNeighborSampler(gs, None, [2], serve=False)
+        DistNeighborSampler(gs, None, [2])
     with pytest.raises(InvalidArgumentError, match="'num_neighbors'"):
-        DistNeighborSampler(gs, fs, [2, -5], serve=False)
-    sampler = DistNeighborSampler(gs, fs, [2], serve=False)
+        DistNeighborSampler(gs, fs, [2, -5])
+    sampler = DistNeighborSampler(gs, fs, [2])
     with pytest.raises(InvalidArgumentError, match="'seed'"):
         sampler.sample_typed({"_N": torch.tensor([500])})
     with pytest.raises(InvalidArgumentError, match="'seed_time'"):
         sampler.sample_typed({"_N": torch.tensor([1])}, {"_N": torch.tensor([3])})
-    temporal = DistNeighborSampler(gs, fs, [2], time_attr="time", serve=False)
+    temporal = DistNeighborSampler(gs, fs, [2], time_attr="time")
     with pytest.raises(InvalidArgumentError, match="'seed_time'"):
         temporal.sample_typed({"_N": torch.tensor([1, 2])}, {"_N": torch.tensor([3])})
     out = temporal.sample_typed({"_N": torch.tensor([1, 2])})  # defaults to the seeds' node time
@@ -190,13 +201,15 @@ def test_pyg_written_folder_routes_by_owner(tmp_path):
     owner = torch.randint(0, 2, (300,), generator=torch.Generator().manual_seed(0))
     write_pyg_homo(data, owner, tmp_path / "pyg", 2)
     gs, fs = load_stores(tmp_path / "pyg", 0)
-    graph = PartitionGraph.from_store(gs)
+    graph = SamplingGraph.from_store(gs)
     et = ("_N", "_E", "_N")
     ids = torch.arange(300)
-    route = route_frontier(ids, graph.local_range[et], graph.owner_fn("_N"), 0)
-    assert torch.equal(route.local_ids, (owner == 0).nonzero().view(-1)) and set(route.remote) == {1}
+    plan = plan_hop([HopTask(et, ids, -1)], graph, OneHopRequest(-1, ()))
+    assert graph.local_range[et] is None
+    assert torch.equal(plan.routes[0].local_pos, (owner == 0).nonzero().view(-1)) and set(plan.requests) == {1}
+    assert torch.equal(plan.rows[0], (owner == 0).nonzero().view(-1))  # CSC rows: the dst range starts at 0
     seeds = (owner == 0).nonzero().view(-1)[:10]
-    out = DistNeighborSampler(gs, fs, [-1], fetch_features=False, serve=False).sample_from_nodes(
+    out = DistNeighborSampler(gs, fs, [-1], fetch_features=False).sample_from_nodes(
         NodeSamplerInput(None, seeds))
     want = NeighborSampler(data, [-1]).sample_from_nodes(NodeSamplerInput(None, seeds))
     assert sorted(out.node.tolist()) == sorted(want.node.tolist()) and out.metadata.features is None

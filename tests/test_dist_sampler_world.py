@@ -27,7 +27,9 @@ from pyg_dist import rpc
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE, as_typed
 from pyg_dist.context import DistContext
 from pyg_dist.datasets import synthetic_graph
-from pyg_dist.distributed import ONE_HOP_OP, DistNeighborSampler, HopTask, OneHopRequest, SamplerStats
+from pyg_dist.sampler.dist_neighbor import DistNeighborSampler, serve_partition
+from pyg_dist.sampler.messages import ONE_HOP_OP, HopTask, OneHopRequest
+from pyg_dist.sampler.stats import SamplerStats
 from pyg_dist.errors import RemoteCallError
 from pyg_dist.partition import Partitioner, load_original_ids
 from pyg_dist.sampler import NeighborSampler
@@ -131,10 +133,11 @@ def _same(a, b, is_hetero):
 def check_static(ctx, root, spec, hybrid):
     data, orig = synthetic_graph(**spec), load_original_ids(root)
     gs, fs = load_stores(root, ctx=ctx)
+    serve_partition(gs, fs)
     stats = SamplerStats()
     full = DistNeighborSampler(gs, fs, [-1, -1], stats=stats)
     weighted = DistNeighborSampler(gs, fs, [3, 2], weight_attr="edge_weight" if "edge_weight" in spec else None,
-                                   serve=False)
+                                   )
     local = NeighborSampler(relabelled(data, orig), [-1, -1])
     gen = torch.Generator().manual_seed(ctx.rank)
     ntype = fs.node_types[0]
@@ -172,7 +175,7 @@ def check_concurrent(sampler, local, fs, gen):
 
     async def together(s):
         return await asyncio.gather(*(s.sample_from_nodes_async(i) for i in inputs))
-    wide = DistNeighborSampler(sampler.graph_store, sampler.feature_store, [-1, -1], concurrency=3, serve=False)
+    wide = DistNeighborSampler(sampler.graph_store, sampler.feature_store, [-1, -1], concurrency=3)
     for s in (sampler, wide):
         for inp, out in zip(inputs, rpc.run_coroutine(together(s), timeout=120)):
             _same(out, local.sample_from_nodes(inp), fs.is_hetero)
@@ -182,7 +185,7 @@ def check_concurrent(sampler, local, fs, gen):
 def check_remote_error(ctx, fs):
     """A one-hop request routed to the wrong partition fails there and arrives as RemoteCallError."""
     peer = (ctx.partition + 1) % ctx.num_partitions
-    bad = OneHopRequest(ctx.partition, [HopTask(fs.edge_types[0], torch.tensor([0]), -1)])
+    bad = OneHopRequest(ctx.partition, (HopTask(fs.edge_types[0], torch.tensor([0]), -1),))
     try:
         rpc.call(peer, ONE_HOP_OP, bad)
     except RemoteCallError as exc:
@@ -219,6 +222,7 @@ def check_links(sampler, data, orig, fs, gen):
 def check_temporal(ctx, root, spec):
     data, orig = synthetic_graph(**spec), load_original_ids(root)
     gs, fs = load_stores(root, ctx=ctx)
+    serve_partition(gs, fs)
     rel = relabelled(data, orig)
     gen = torch.Generator().manual_seed(50 + ctx.rank)
     done = 0
@@ -240,7 +244,7 @@ def check_temporal(ctx, root, spec):
                 assert (rel.edge_time[out.edge] <= limit[out.col]).all()
             assert out.row.numel() > 0
             for strategy_out in [DistNeighborSampler(gs, fs, [2, 2], time_attr=attr, temporal_strategy="last",
-                                                     serve=False).sample_from_nodes(inp)]:
+                                                     ).sample_from_nodes(inp)]:
                 check_edges_and_features(strategy_out, data, orig, False)
             done += 1
     return done

@@ -66,7 +66,7 @@ def test_uniformity_chi_square_on_star(backend, leaves, k):
     torch.manual_seed(0)
     csc = _star(leaves)
     seeds = torch.zeros(2000, dtype=torch.long)  # 2000 independent draws of k of the leaves
-    out = one_hop(csc, seeds, k, backend=backend)
+    out = one_hop(csc, seeds, k, backend=backend, seed_batch=torch.arange(2000))  # 2000 subgraphs: own streams
     counts = torch.bincount(out.nbr, minlength=leaves + 1)[1:].double()
     df = leaves - 1
     assert _chi2(counts, torch.full_like(counts, 2000 * k / leaves)) < df + 8 * math.sqrt(2 * df)
@@ -79,7 +79,8 @@ def test_weighted_zero_weight_never_and_proportional(backend, replace):
     torch.manual_seed(1)
     leaves = 20
     w = torch.arange(leaves, dtype=torch.float64) % 4  # every 4th leaf has weight 0
-    out = one_hop(_star(leaves, w), torch.zeros(3000, dtype=torch.long), 3, replace=replace, backend=backend)
+    out = one_hop(_star(leaves, w), torch.zeros(3000, dtype=torch.long), 3, replace=replace, backend=backend,
+                  seed_batch=torch.arange(3000))
     counts = torch.bincount(out.nbr - 1, minlength=leaves).double()
     assert counts[w == 0].sum() == 0
     assert out.count.tolist() == [3] * 3000
@@ -181,3 +182,31 @@ def test_invalid_arguments_raise_typed_errors(backend):
         one_hop(csc, torch.tensor([0]), 2, backend="cuda-magic")
     with pytest.raises(InvalidArgumentError, match="weight"):
         CSC.from_edge_index(torch.tensor([[1], [0]]), 2, weight=torch.tensor([-1.0])).validate()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_seed_draws_from_its_own_stream(backend):
+    """numba: a seed's sample depends on (key, global id[, subgraph]) only, not on the other seeds, its
+    position or the CSC offset (what makes distributed batches partition-independent); both backends:
+    the same key gives the same sample, another key another one."""
+    ei, n = _random_graph(seed=4)
+    csc = CSC.from_edge_index(ei, n)
+    seeds = torch.arange(n)
+    a = one_hop(csc, seeds, 2, backend=backend, key=11)
+    b = one_hop(csc, seeds, 2, backend=backend, key=11)
+    assert torch.equal(a.nbr, b.nbr) and torch.equal(a.edge, b.edge)
+    assert not torch.equal(a.nbr, one_hop(csc, seeds, 2, backend=backend, key=12).nbr)
+    if backend != "numba":
+        return
+    per_seed = {s: e for s, (_, e) in zip(seeds.tolist(), _split(a))}
+    sub = torch.tensor([7, 3, 9])
+    part = one_hop(csc, sub, 2, backend=backend, key=11)
+    assert all(torch.equal(e, per_seed[s]) for s, (_, e) in zip(sub.tolist(), _split(part)))
+    shifted = CSC(csc.colptr[3:], csc.row, csc.edge_id, None, None)  # rows of destinations 3.. only
+    moved = one_hop(shifted, sub - 3, 2, backend=backend, key=11, id_offset=3)
+    assert torch.equal(moved.edge, part.edge)
+    apart = one_hop(csc, torch.tensor([5, 5]), 2, backend=backend, key=11, seed_batch=torch.tensor([0, 1]))
+    same = one_hop(csc, torch.tensor([5, 5]), 2, backend=backend, key=11)
+    nb = _split(same)
+    assert torch.equal(nb[0][1], nb[1][1]) and torch.equal(nb[0][1], per_seed[5])
+    assert apart.count.tolist() == same.count.tolist()

@@ -9,7 +9,7 @@ from torch_geometric.sampler import NegativeSampling
 
 import pyg_dist
 from pyg_dist.errors import InvalidArgumentError
-from pyg_dist.sampler.seeds import contains_edges, edge_keys
+from pyg_dist.sampler.links import contains_edges, edge_keys
 
 
 @pytest.fixture(scope="module")

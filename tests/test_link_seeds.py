@@ -1,4 +1,4 @@
-"""Link-level seeds (pyg_dist.sampler.seeds) against PyG's own ``edge_sample`` and exact invariants.
+"""Link-level seeds (pyg_dist.sampler.links) against PyG's own ``edge_sample`` and exact invariants.
 
 The node-level sampler is replaced by a recorder that returns the seeds it was given, so these tests
 check the negative sampling, seed layout and metadata alone, with PyG's ``edge_sample`` as the oracle
@@ -15,7 +15,7 @@ from torch_geometric.sampler.neighbor_sampler import edge_sample as pyg_edge_sam
 
 from pyg_dist._types import HOMO_NODE
 from pyg_dist.errors import InvalidArgumentError
-from pyg_dist.sampler.seeds import (FilteredNegativeSampling, LinkMetadata, TripletMetadata,
+from pyg_dist.sampler.links import (FilteredNegativeSampling, LinkMetadata, TripletMetadata,
                                     contains_edges, draw_negatives, edge_keys, sample_edges)
 
 

@@ -187,8 +187,6 @@ def test_invalid_arguments(homo, hetero):
         NeighborSampler(homo, [2], backend="dgl")
     sampler = NeighborSampler(homo, [2])
     with pytest.raises(InvalidArgumentError, match="seed"):
-        sampler.sample_typed({HOMO_NODE: torch.tensor([1, 1])})  # duplicates need disjoint
-    with pytest.raises(InvalidArgumentError, match="seed"):
         sampler.sample_typed({HOMO_NODE: torch.tensor([300])})
     with pytest.raises(InvalidArgumentError, match="seed"):
         sampler.sample_typed({"paper": torch.tensor([0])})

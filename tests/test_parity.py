@@ -75,7 +75,7 @@ def _one_process(data, seed):
 
 
 def _dist_rank(rank, world_size, root, in_dim, out_dim):
-    from pyg_dist.distributed.node_loader import DistNeighborLoader
+    from pyg_dist.loader.dist_node_loader import DistNeighborLoader
     from pyg_dist.train import TrainConfig, all_sum, dist_session, wrap_ddp
 
     accs = []

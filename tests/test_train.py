@@ -29,7 +29,7 @@ def test_session_rejects_non_config():
 
 
 def _train_until_killed(rank, world_size, root, stamp, workers):
-    from pyg_dist.distributed.node_loader import DistNeighborLoader
+    from pyg_dist.loader.dist_node_loader import DistNeighborLoader
     from pyg_dist.train import all_sum, dist_session
 
     try:

@@ -1,12 +1,44 @@
 """pyg_dist: distributed mini-batch GNN training for PyTorch Geometric.
 
-Public entry points are re-exported here lazily so ``import pyg_dist`` stays cheap and side-effect free.
+The pipeline, one package per stage: ``partition/`` (offline, folders) -> ``store/`` (one partition
+per process) -> ``rpc/`` (the runtime) -> ``sampler/`` -> ``loader/`` -> ``train`` (torchrun + DDP).
+
+The public names below are imported on first use, so ``import pyg_dist`` stays cheap and free of side
+effects; the ``TYPE_CHECKING`` block makes them visible to IDEs and type checkers.
+
+Example:
+    >>> import pyg_dist
+    >>> pyg_dist.NeighborLoader.__name__
+    'NeighborLoader'
 """
 from __future__ import annotations
 
-import importlib
+from typing import TYPE_CHECKING
+
+from pyg_dist._lazy import lazy_names
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from pyg_dist.context import DistContext
+    from pyg_dist.datasets.planetoid import load_planetoid
+    from pyg_dist.datasets.registry import load_dataset
+    from pyg_dist.datasets.synthetic import synthetic_graph
+    from pyg_dist.errors import (InvalidArgumentError, MissingDependencyError, NotInitializedError,
+                                 PartitionFormatError, PyGDistError, RemoteCallError, RpcTimeoutError)
+    from pyg_dist.inference import layerwise_inference
+    from pyg_dist.loader.dist_link_loader import DistLinkNeighborLoader
+    from pyg_dist.loader.dist_node_loader import DistNeighborLoader
+    from pyg_dist.loader.link_loader import LinkNeighborLoader
+    from pyg_dist.loader.node_loader import NeighborLoader
+    from pyg_dist.partition.book import PartitionBook
+    from pyg_dist.partition.partitioner import Partitioner
+    from pyg_dist.partition.reader import load_partition
+    from pyg_dist.sampler.dist_neighbor import DistNeighborSampler
+    from pyg_dist.sampler.neighbor import NeighborSampler
+    from pyg_dist.sampler.stats import SamplerStats
+    from pyg_dist.store import LocalFeatureStore, LocalGraphStore, load_stores
+    from pyg_dist.train import DistEnv, TrainConfig, dist_session, wrap_ddp
 
 _LAZY = {
     # name: module that defines it
@@ -14,19 +46,24 @@ _LAZY = {
     "NeighborLoader": "pyg_dist.loader.node_loader",
     "LinkNeighborLoader": "pyg_dist.loader.link_loader",
     "synthetic_graph": "pyg_dist.datasets.synthetic",
+    "load_planetoid": "pyg_dist.datasets.planetoid",
+    "load_dataset": "pyg_dist.datasets.registry",
     "DistContext": "pyg_dist.context",
-    "DistNeighborSampler": "pyg_dist.distributed.sampler",
-    "DistNeighborLoader": "pyg_dist.distributed.node_loader",
-    "DistLinkNeighborLoader": "pyg_dist.distributed.link_loader",
+    "DistNeighborSampler": "pyg_dist.sampler.dist_neighbor",
+    "SamplerStats": "pyg_dist.sampler.stats",
+    "DistNeighborLoader": "pyg_dist.loader.dist_node_loader",
+    "DistLinkNeighborLoader": "pyg_dist.loader.dist_link_loader",
+    "layerwise_inference": "pyg_dist.inference",
     "TrainConfig": "pyg_dist.train",
+    "DistEnv": "pyg_dist.train",
     "dist_session": "pyg_dist.train",
+    "wrap_ddp": "pyg_dist.train",
     "LocalGraphStore": "pyg_dist.store",
     "LocalFeatureStore": "pyg_dist.store",
     "load_stores": "pyg_dist.store",
-    "load_planetoid": "pyg_dist.datasets.planetoid",
-    "load_dataset": "pyg_dist.datasets.registry",
-    "Partitioner": "pyg_dist.partition",
-    "load_partition": "pyg_dist.partition",
+    "Partitioner": "pyg_dist.partition.partitioner",
+    "PartitionBook": "pyg_dist.partition.book",
+    "load_partition": "pyg_dist.partition.reader",
     "PyGDistError": "pyg_dist.errors",
     "InvalidArgumentError": "pyg_dist.errors",
     "PartitionFormatError": "pyg_dist.errors",
@@ -36,11 +73,4 @@ _LAZY = {
     "MissingDependencyError": "pyg_dist.errors",
 }
 
-__all__ = sorted(_LAZY) + ["__version__"]
-
-
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pyg_dist' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__, __all__ = lazy_names(__name__, _LAZY, eager=("__version__",))

@@ -5,7 +5,9 @@ chunks). With glibc's defaults such blocks are often returned to the kernel on f
 moving threshold, heap trimming above twice that) and the next batch pays a page fault per 4 KiB
 page again: measured, routing 514k ids into fresh arrays took 5.8 ms instead of 2.1 ms. pyg_dist
 therefore fixes ``M_MMAP_THRESHOLD`` at 32 MiB (glibc's maximum) and ``M_TRIM_THRESHOLD`` at
-256 MiB when a sampler or store is built, so freed blocks stay in the process for the next batch.
+256 MiB when a distributed session (:func:`pyg_dist.train.dist_session`) or a sampler worker starts,
+so freed blocks stay in the process for the next batch; a one-machine script may call
+:func:`tune_allocator` itself.
 Larger blocks (whole feature batches) are recycled by :mod:`pyg_dist.store.buffers` instead.
 
 Set ``PYG_DIST_MALLOC_TUNING=0`` to keep the allocator's defaults.
@@ -38,4 +40,9 @@ def tune_allocator() -> bool:
     return _applied
 
 
-__all__ = ["tune_allocator"]
+def allocator_tuned() -> bool:
+    """Whether :func:`tune_allocator` has put the settings in effect in this process (no side effect)."""
+    return bool(_applied)
+
+
+__all__ = ["tune_allocator", "allocator_tuned"]

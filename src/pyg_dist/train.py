@@ -29,6 +29,7 @@ from typing import Any, Iterator, Optional
 
 import torch
 
+from pyg_dist._alloc import tune_allocator
 from pyg_dist.context import DistContext
 from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_choice, check_positive_int
 
@@ -139,13 +140,10 @@ class DistEnv:
 
 
 def serve_partition(graph_store, feature_store) -> None:
-    """Registers this process's callees for its partition (feature lookups and one-hop sampling).
-
-    Call it before ``init_rpc`` in every process that joins RPC (the loaders' workers do it themselves).
-    """
-    from pyg_dist.distributed.sampler import register_callees
-
-    register_callees((graph_store, feature_store))
+    """Registers this process's callees for its partition (feature lookups and one-hop sampling); see
+    :func:`pyg_dist.sampler.dist_neighbor.serve_partition`."""
+    from pyg_dist.sampler.dist_neighbor import serve_partition as serve
+    serve(graph_store, feature_store)
 
 
 def _backend(cfg: TrainConfig) -> str:
@@ -213,6 +211,7 @@ def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
     meta = read_meta(config.partition_dir)
     ctx = DistContext.from_env(meta.num_parts, num_workers=config.num_workers, rpc_port=config.rpc_port)
     backend = _backend(config)
+    tune_allocator()  # batches reuse freed memory instead of faulting it in again
     ok = False
     try:
         init_process_group(ctx, backend, config.timeout)

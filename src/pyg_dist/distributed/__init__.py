@@ -1,32 +1,33 @@
-"""Distributed training over a partition folder: the sampler, its pieces, and (lazily) the loaders.
+"""``torch_geometric.distributed``'s names, for users migrating from it (a re-export, nothing else).
 
-- ``sampler.py``: :class:`DistNeighborSampler` (PyG ``BaseSampler``) and :func:`register_callees`.
-- ``hops.py``: the distributed hop loop and the one-hop service; ``plan.py``: pure routing / merging.
-- ``features.py``: the batch's feature round; ``messages.py``: typed requests, replies and metadata.
-- ``stats.py``: opt-in counters (local / remote nodes, feature rows, requests, bytes).
-- ``node_loader.py`` / ``link_loader.py`` / ``inference.py``: ``DistNeighborLoader``,
-  ``DistLinkNeighborLoader``, ``layerwise_inference`` (imported on first use).
+pyg_dist's classes live in its pipeline stages (``partition/``, ``store/``, ``sampler/``, ``loader/``);
+this module only mirrors the names PyG's deprecated module exported, so ``from pyg_dist.distributed
+import DistNeighborLoader`` works where ``from torch_geometric.distributed import ...`` did.
+Imported lazily (``import pyg_dist.distributed`` stays cheap).
 """
-import importlib
+from __future__ import annotations
 
-from pyg_dist.distributed.messages import (ONE_HOP_OP, DistLinkMetadata, DistNodeMetadata, DistTripletMetadata,
-                                           FeatureBatch, HopTask, OneHopReply, OneHopRequest)
-from pyg_dist.distributed.sampler import DistNeighborSampler, register_callees
-from pyg_dist.distributed.stats import SamplerStats
+from typing import TYPE_CHECKING
+
+from pyg_dist._lazy import lazy_names
+
+if TYPE_CHECKING:  # visible to IDEs and type checkers; imported on first use at run time
+    from pyg_dist.context import DistContext
+    from pyg_dist.loader.dist_link_loader import DistLinkNeighborLoader
+    from pyg_dist.loader.dist_node_loader import DistNeighborLoader
+    from pyg_dist.partition.partitioner import Partitioner
+    from pyg_dist.sampler.dist_neighbor import DistNeighborSampler
+    from pyg_dist.store.feature_store import LocalFeatureStore
+    from pyg_dist.store.graph_store import LocalGraphStore
 
 _LAZY = {
-    "DistNeighborLoader": "pyg_dist.distributed.node_loader",
-    "DistLinkNeighborLoader": "pyg_dist.distributed.link_loader",
-    "layerwise_inference": "pyg_dist.distributed.inference",
+    "DistContext": "pyg_dist.context",
+    "LocalFeatureStore": "pyg_dist.store.feature_store",
+    "LocalGraphStore": "pyg_dist.store.graph_store",
+    "Partitioner": "pyg_dist.partition.partitioner",
+    "DistNeighborSampler": "pyg_dist.sampler.dist_neighbor",
+    "DistNeighborLoader": "pyg_dist.loader.dist_node_loader",
+    "DistLinkNeighborLoader": "pyg_dist.loader.dist_link_loader",
 }
 
-__all__ = ["DistNeighborSampler", "register_callees", "SamplerStats", "FeatureBatch", "DistNodeMetadata",
-           "DistLinkMetadata", "DistTripletMetadata", "ONE_HOP_OP", "HopTask", "OneHopRequest",
-           "OneHopReply"] + sorted(_LAZY)
-
-
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pyg_dist.distributed' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__, __all__ = lazy_names(__name__, _LAZY)

@@ -3,7 +3,7 @@
 It subclasses PyG's ``LinkLoader`` and takes the arguments of
 ``torch_geometric.loader.LinkNeighborLoader`` (plus ``filter_false_negatives``), so an existing script
 works by changing its import. Negative sampling and the link metadata come from
-:mod:`pyg_dist.sampler.seeds`; PyG's ``filter_fn`` builds the batches.
+:mod:`pyg_dist.sampler.links`; PyG's ``filter_fn`` builds the batches.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from torch_geometric.sampler import NegativeSampling
 from pyg_dist._types import EdgeType
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.loader import _checks
-from pyg_dist.sampler.seeds import FilteredNegativeSampling, edge_keys
+from pyg_dist.sampler.links import FilteredNegativeSampling, edge_keys
 
 _WHERE = "LinkNeighborLoader"
 

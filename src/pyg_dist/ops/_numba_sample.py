@@ -4,8 +4,9 @@ Two parallel passes over the frontier (``prange`` over seeds): :func:`count_kern
 number of samples (a prefix sum turns them into the output ``colptr``), :func:`sample_kernel` writes
 each seed's sampled neighbour ids, edge ids and the seed's local index straight into that CSC slot.
 
-Randomness: every seed draws from its own splitmix64 stream keyed by ``(key, seed position)``, so
-results depend on ``key`` (drawn from torch's generator) only, never on the thread count.
+Randomness: every seed draws from its own splitmix64 stream keyed by ``(key, global seed id, subgraph)``
+(the subgraph only when disjoint), so a seed's sample depends on ``key`` and the seed alone: never on
+the thread count, on the seed's position in the frontier, or on which partition samples it.
 
 Modes (ints, so one compiled kernel serves all): ``tmode`` 0 = no time, 1 = node time of the
 neighbour, 2 = edge time; ``last`` = temporal strategy 'last' (the ``k`` most recent allowed).
@@ -55,6 +56,21 @@ def _next(state):
     z = (z ^ (z >> _S27)) * _M2
     z = z ^ (z >> _S31)
     return state, float(z >> _S11) * _INV53
+
+
+@njit(cache=True, nogil=True)
+def _mix(z):
+    """splitmix64's finaliser: a bijective scramble of 64 bits."""
+    z = (z ^ (z >> _S30)) * _M1
+    z = (z ^ (z >> _S27)) * _M2
+    return z ^ (z >> _S31)
+
+
+@njit(cache=True, nogil=True)
+def _stream(key, gid, sub):
+    """The first state of the stream of global seed ``gid`` in subgraph ``sub`` (-1: not disjoint)."""
+    z = _mix(np.uint64(gid) * _GOLDEN + np.uint64(sub + 1) * _M1)
+    return np.uint64(key) ^ z
 
 
 @njit(cache=True, nogil=True)
@@ -200,9 +216,11 @@ def _choose_among(cand, n, cnt, replace, last, has_w, weight, tmode, row, node_t
 
 @njit(cache=True, nogil=True, parallel=True)
 def sample_kernel(start, deg, row, has_eid, edge_id, col_offset, offsets, replace, last, has_w,
-                  weight, tmode, node_time, edge_time, seed_time, key, out_nbr, out_eid, out_col):
+                  weight, tmode, node_time, edge_time, seed_time, key, seeds, id_offset, sub, out_nbr,
+                  out_eid, out_col):
     """Fills ``out_*[offsets[i]:offsets[i + 1]]`` with seed ``i``'s sample: neighbour ids, edge ids,
-    and the seed's local index ``col_offset + i``."""
+    and the seed's local index ``col_offset + i``. Seed ``i``'s draws come from the stream of its
+    global id ``seeds[i] + id_offset`` (and subgraph ``sub[i]`` when ``sub`` is not empty)."""
     m = start.shape[0]
     for i in prange(m):
         if i + _AHEAD < m:
@@ -212,7 +230,7 @@ def sample_kernel(start, deg, row, has_eid, edge_id, col_offset, offsets, replac
         if cnt == 0:
             continue
         c0 = start[i]
-        state = np.uint64(key) ^ (np.uint64(i + 1) * _GOLDEN)
+        state = _stream(key, seeds[i] + id_offset, sub[i] if sub.shape[0] else -1)
         if tmode == 0 and not has_w:
             state = _choose_uniform(deg[i], cnt, replace, state, out_eid, o)
             for j in range(cnt):

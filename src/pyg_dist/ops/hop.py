@@ -14,6 +14,7 @@ from pyg_dist.errors import InvalidArgumentError, check_choice
 from pyg_dist.ops._torch_kernels import sample_torch
 from pyg_dist.ops.backend import numba_call, resolve_backend
 from pyg_dist.ops.csc import CSC, normalize_time
+from pyg_dist.ops.keys import key_generator, random_key
 
 TEMPORAL_STRATEGIES = ("uniform", "last")
 _E64 = np.empty(0, np.int64)
@@ -65,6 +66,18 @@ class EdgeBuffer:
         """``(row, col, edge)`` of everything taken so far."""
         return tuple(torch.from_numpy(self._a[i, :self.size]) for i in (3, 2, 1))
 
+    def append_one_hop(self, res: "OneHop", seed_offset: int, relabeler, seed_batch: Optional[Tensor]) -> "Hop":
+        """Adds an unfused one-hop result (e.g. merged from several partitions): neighbours relabelled
+        into ``relabeler``, seed ``i``'s local index ``seed_offset + i``."""
+        count = res.count.numpy().astype(np.int64, copy=False)
+        nbr, edge, col, row = self.take(int(res.nbr.numel()))
+        nbr[:] = res.nbr.numpy()
+        edge[:] = res.edge.numpy()
+        col[:] = np.repeat(np.arange(seed_offset, seed_offset + count.size, dtype=np.int64), count)
+        batch = None if seed_batch is None else np.repeat(seed_batch.numpy(), count)
+        relabeler.add_numpy(nbr, batch, out=row)
+        return Hop(torch.from_numpy(row), torch.from_numpy(col), torch.from_numpy(edge))
+
 
 class TensorBuffer:
     """The torch backend's counterpart of :class:`EdgeBuffer`: collects hop tensors, concatenates once."""
@@ -76,6 +89,16 @@ class TensorBuffer:
         for part, value in zip(self._parts, (hop.row, hop.col, hop.edge)):
             part.append(value)
 
+    def append_one_hop(self, res: "OneHop", seed_offset: int, relabeler, seed_batch: Optional[Tensor]) -> "Hop":
+        """Adds an unfused one-hop result, as :meth:`EdgeBuffer.append_one_hop`."""
+        dev = res.nbr.device
+        col = torch.repeat_interleave(torch.arange(seed_offset, seed_offset + res.count.numel(), device=dev),
+                                      res.count)
+        batch = None if seed_batch is None else torch.repeat_interleave(seed_batch, res.count)
+        hop = Hop(relabeler.add(res.nbr, batch), col, res.edge)
+        self.append(hop)
+        return hop
+
     def tensors(self):
         """``(row, col, edge)`` of everything appended so far."""
         return tuple(torch.cat(p) if p else torch.empty(0, dtype=torch.int64) for p in self._parts)
@@ -86,13 +109,9 @@ def make_edge_buffer(backend: str, capacity: int = 1024):
     return EdgeBuffer(capacity) if backend == "numba" else TensorBuffer(capacity)
 
 
-def _random_key(gen: Optional[torch.Generator]) -> int:
-    return int(torch.randint(0, 2 ** 62, (1,), generator=gen).item())
-
-
 def _numba_sample(csc: CSC, seeds: Tensor, seed_offset: int, k: int, replace: bool, last: bool,
-                  node_time: Optional[Tensor], seed_time: Optional[Tensor], key: int,
-                  out: Optional[EdgeBuffer] = None):
+                  node_time: Optional[Tensor], seed_time: Optional[Tensor], key: int, id_offset: int = 0,
+                  seed_batch: Optional[Tensor] = None, out: Optional[EdgeBuffer] = None):
     """Runs the two numba passes; returns numpy ``(nbr, edge, col, count, row_slot)`` (``row_slot``:
     where the relabelled rows go, a view into ``out`` or a fresh array)."""
     tmode = 0 if seed_time is None else (2 if csc.edge_time is not None else 1)
@@ -120,9 +139,9 @@ def _numba_sample(csc: CSC, seeds: Tensor, seed_offset: int, k: int, replace: bo
         np.cumsum(counts, out=offsets[1:])
         total = int(offsets[-1])
         nbr, edge, col, row_slot = (out if out is not None else EdgeBuffer(total)).take(total)
-        kern.sample_kernel(start, deg, row, has_eid, eid, seed_offset, offsets,
-                                  replace and not last, last, has_w, w, tmode, nt, et, st, key,
-                                  nbr, edge, col)
+        sub = _E64 if seed_batch is None else seed_batch.numpy()
+        kern.sample_kernel(start, deg, row, has_eid, eid, seed_offset, offsets, replace and not last, last,
+                           has_w, w, tmode, nt, et, st, key, s, id_offset, sub, nbr, edge, col)
     return nbr, edge, col, counts, row_slot
 
 
@@ -143,7 +162,8 @@ def _check(where: str, csc: CSC, seeds: Tensor, k, strategy: str, node_time, see
 
 def one_hop(csc: CSC, seeds: Tensor, num_neighbors: int, *, replace: bool = False,
             node_time: Optional[Tensor] = None, seed_time: Optional[Tensor] = None,
-            temporal_strategy: str = "uniform", backend: str = "auto",
+            temporal_strategy: str = "uniform", backend: str = "auto", key: Optional[int] = None,
+            id_offset: int = 0, seed_batch: Optional[Tensor] = None,
             generator: Optional[torch.Generator] = None) -> OneHop:
     """Samples up to ``num_neighbors`` in-neighbours of each seed (unfused: no relabelling).
 
@@ -157,7 +177,13 @@ def one_hop(csc: CSC, seeds: Tensor, num_neighbors: int, *, replace: bool = Fals
             else ``node_time``): no neighbour newer than its seed is ever returned.
         temporal_strategy: ``'uniform'`` among allowed neighbours, or ``'last'`` (the most recent).
         backend: ``'auto'``, ``'numba'`` or ``'torch'``.
-        generator: Torch generator for the random draws (default: torch's global one).
+        key: The random key of this call (an int; see :mod:`pyg_dist.ops.keys`). With numba, seed
+            ``i`` draws from the stream of ``(key, seeds[i] + id_offset, seed_batch[i])``, so its
+            sample does not depend on the other seeds; the torch backend seeds a generator with it.
+            Default: one draw from ``generator``.
+        id_offset: Added to ``seeds`` to get global ids (a partition's CSC starts at its first id).
+        seed_batch: The subgraph of each seed (disjoint sampling: repeats of a node draw apart).
+        generator: Torch generator the default ``key`` is drawn from (default: torch's global one).
 
     Returns:
         :class:`OneHop` grouped by seed, in seed order. Edges with zero ``csc.weight`` are never drawn.
@@ -171,20 +197,21 @@ def one_hop(csc: CSC, seeds: Tensor, num_neighbors: int, *, replace: bool = Fals
     _check("one_hop", csc, seeds, num_neighbors, temporal_strategy, node_time, seed_time)
     node_time, seed_time = normalize_time(node_time), normalize_time(seed_time)
     last = temporal_strategy == "last" and seed_time is not None
+    key = random_key(generator) if key is None else key
     if resolve_backend(backend, seeds.device, "one_hop") == "torch":
         nbr, edge, count = sample_torch(csc, seeds, num_neighbors, replace, last, node_time, seed_time,
-                                        generator)
+                                        key_generator(key, seeds.device))
         return OneHop(nbr, edge, count)
-    nbr, edge, _, count, _ = _numba_sample(csc, seeds, 0, num_neighbors, replace, last,
-                                           node_time, seed_time, _random_key(generator))
+    nbr, edge, _, count, _ = _numba_sample(csc, seeds, 0, num_neighbors, replace, last, node_time, seed_time,
+                                           key, id_offset, seed_batch)
     return OneHop(torch.from_numpy(nbr), torch.from_numpy(edge), torch.from_numpy(count))
 
 
 def sample_hop(csc: CSC, seeds: Tensor, seed_offset: int, num_neighbors: int, relabeler, *,
                replace: bool = False, temporal_strategy: str = "uniform",
                node_time: Optional[Tensor] = None, seed_time: Optional[Tensor] = None,
-               seed_batch: Optional[Tensor] = None, backend: str = "auto",
-               generator: Optional[torch.Generator] = None, out=None) -> Hop:
+               seed_batch: Optional[Tensor] = None, backend: str = "auto", key: Optional[int] = None,
+               id_offset: int = 0, generator: Optional[torch.Generator] = None, out=None) -> Hop:
     """One hop sampled and relabelled in one go (the batch path of the multi-hop sampler).
 
     Like :func:`one_hop`, but the neighbours are added to ``relabeler`` (the source type's node list,
@@ -192,24 +219,25 @@ def sample_hop(csc: CSC, seeds: Tensor, seed_offset: int, num_neighbors: int, re
     seed's own local index ``seed_offset + position`` (a frontier is a contiguous range of the
     destination type's node list); ``seed_batch`` gives each seed's subgraph when the relabeler is
     disjoint. ``out`` (from :func:`make_edge_buffer` for the same backend) collects the hop's edges.
-    Arguments are trusted (the sampler checked them).
+    ``key``, ``id_offset``: as in :func:`one_hop`. Arguments are trusted (the sampler checked them).
     """
     last = temporal_strategy == "last" and seed_time is not None
+    key = random_key(generator) if key is None else key
     if resolve_backend(backend, seeds.device, "sample_hop") == "torch":
         nbr, edge, count = sample_torch(csc, seeds, num_neighbors, replace, last, node_time, seed_time,
-                                        generator)
-        local = torch.arange(seed_offset, seed_offset + seeds.numel(), device=seeds.device)
-        col = torch.repeat_interleave(local, count)
-        batch = None if seed_batch is None else torch.repeat_interleave(seed_batch, count)
-        hop = Hop(relabeler.add(nbr, batch), col, edge)
-        if out is not None:
-            out.append(hop)
-        return hop
+                                        key_generator(key, seeds.device))
+        return _append(out, OneHop(nbr, edge, count), seed_offset, relabeler, seed_batch)
     nbr, edge, col, count, row = _numba_sample(csc, seeds, seed_offset, num_neighbors, replace, last,
-                                               node_time, seed_time, _random_key(generator), out)
+                                               node_time, seed_time, key, id_offset, seed_batch, out)
     batch = None if seed_batch is None else np.repeat(seed_batch.numpy(), count)
     relabeler.add_numpy(nbr, batch, out=row)
     return Hop(torch.from_numpy(row), torch.from_numpy(col), torch.from_numpy(edge))
+
+
+def _append(out, res: OneHop, seed_offset: int, relabeler, seed_batch: Optional[Tensor]) -> Hop:
+    if out is None:
+        out = TensorBuffer()
+    return out.append_one_hop(res, seed_offset, relabeler, seed_batch)
 
 
 def _warm_batch_kernels() -> None:

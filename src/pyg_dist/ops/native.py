@@ -21,7 +21,7 @@ def _inputs(sampler):
     rel = {et: edge_type_str(et) for et in graph.edge_types}
     colptr = {rel[et]: graph.csc[et].colptr for et in graph.edge_types}
     row = {rel[et]: graph.csc[et].row for et in graph.edge_types}
-    fanouts = {rel[et]: sampler._fanouts[et] for et in graph.edge_types}
+    fanouts = {rel[et]: sampler._options.fanouts[et] for et in graph.edge_types}
     return graph, rel, colptr, row, fanouts
 
 
@@ -56,12 +56,9 @@ def native_sample(sampler, seed: Dict[NodeType, Tensor], seed_time: Optional[Dic
             sampler.num_neighbors.num_hops, sampler.replace, True)
         return _typed_output(graph, rel, node, r, c, e, None, {}, {})
     import pyg_lib  # noqa: F401  (registers the op)
-    edge_time = None
-    if graph.edge_time:
-        edge_time = {rel[et]: graph.csc[et].edge_time for et in graph.edge_types
-                     if graph.csc[et].edge_time is not None}
+    edge_time = {rel[et]: c.edge_time for et, c in graph.csc.items() if c.edge_time is not None} or None
     out = torch.ops.pyg.hetero_neighbor_sample(
-        graph.node_types, list(rel.values()), colptr, row, seed, fanouts, graph.node_time, edge_time,
+        graph.node_types, list(rel.values()), colptr, row, seed, fanouts, graph.node_time or None, edge_time,
         seed_time, weight, True, sampler.replace, True, sampler.disjoint, sampler.temporal_strategy, True)
     r, c, node, e, n_nodes, n_edges = out[:6]
     batch = None

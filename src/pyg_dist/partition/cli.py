@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional
 
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
 from pyg_dist.partition.partitioner import METHODS, PartitionConfig, Partitioner
-from pyg_dist.partition.stats import format_report
+from pyg_dist.partition.report import format_report
 from pyg_dist.partition.writer import check_output
 
 _SYNTH = {"num_nodes": int, "avg_degree": float, "num_features": int, "num_classes": int,

@@ -10,11 +10,11 @@ from typing import Any, Dict, List, Optional, Union
 from tqdm.auto import tqdm
 
 from pyg_dist.errors import InvalidArgumentError, check_choice, check_positive_int
-from pyg_dist.partition import assign as A
+from pyg_dist.partition import assign
 from pyg_dist.partition import meta as M
-from pyg_dist.partition.relabel import relabel
+from pyg_dist.partition.renumber import relabel
 from pyg_dist.partition.source import WEIGHT, TypedGraph, typed_graph
-from pyg_dist.partition.stats import folder_bytes, format_report, quality_stats
+from pyg_dist.partition.report import folder_bytes, format_report, quality_stats
 from pyg_dist.partition.writer import finalize_output, prepare_output, write_maps, write_parts
 
 _WHERE = "Partitioner"
@@ -37,7 +37,7 @@ class PartitionConfig:
     def __post_init__(self):
         check_positive_int(_WHERE, "num_parts", self.num_parts)
         check_choice(_WHERE, "method", self.method, METHODS)
-        check_choice(_WHERE, "base_method", self.base_method, A.METHODS)
+        check_choice(_WHERE, "base_method", self.base_method, assign.METHODS)
         check_positive_int(_WHERE, "sub_parts", self.sub_parts)
         check_positive_int(_WHERE, "seed", self.seed, allow_zero=True)
         check_positive_int(_WHERE, "ufactor", self.ufactor)
@@ -96,13 +96,13 @@ class Partitioner:
         g, c = self.graph, self.config
         method, used = c.owner_method, []
         if method == "random":
-            parts = A.random_assign(g.num_nodes, c.num_parts, c.seed)
+            parts = assign.random_assign(g.num_nodes, c.num_parts, c.seed)
         elif method == "metis":
-            parts, used = A.metis_assign(g, c.num_parts, c.seed, c.ufactor, c.balance)
+            parts, used = assign.metis_assign(g, c.num_parts, c.seed, c.ufactor, c.balance)
         else:
             k = c.num_clusters or min(32 * c.num_parts, g.total_nodes())
-            parts, used = A.supernode_assign(g, c.num_parts, k, c.seed)
-        subs = A.split_within(g, parts, c.num_parts, c.sub_parts, method, c.seed)
+            parts, used = assign.supernode_assign(g, c.num_parts, k, c.seed)
+        subs = assign.split_within(g, parts, c.num_parts, c.sub_parts, method, c.seed)
         return parts, subs, used
 
     def save(self, out: Union[str, Path], overwrite: bool = False, progress: bool = True,
@@ -119,7 +119,7 @@ class Partitioner:
         try:
             clock.start(f"assign ({c.owner_method})")
             parts, subs, used = self.assign()
-            names, weights = A.constraint_weights(g)
+            names, weights = assign.constraint_weights(g)
             clock.start("relabel")
             nodes, edges = relabel(g, parts, subs, c.num_parts, c.sub_parts)
             del parts, subs

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE, EdgeType, NodeType, untyped
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.partition import meta as M
-from pyg_dist.partition.relabel import EdgeOrder, NodeOrder
+from pyg_dist.partition.renumber import EdgeOrder, NodeOrder
 from pyg_dist.partition.source import WEIGHT, TypedGraph
 
 _WHERE = "Partitioner"

@@ -1,9 +1,24 @@
-"""Node-level neighbour sampling: :class:`NeighborSampler` (PyG semantics, pyg_dist kernels).
+"""Every sampler: the one-machine :class:`NeighborSampler` and :class:`DistNeighborSampler`.
 
-``neighbor.py`` holds the sampler, ``hops.py`` the multi-hop loop over the fused one-hop kernel,
-``output.py`` the typed result and its conversion to PyG's outputs.
+- ``neighbor.py`` / ``dist_neighbor.py``: the two samplers (PyG ``BaseSampler`` subclasses).
+- ``hops.py``: the K-hop loop (frontier, relabel, per-hop counts, time, disjoint).
+- ``plan.py``: routing of one hop by owner; ``seeds.py``: node seeds, link seeds, negatives.
+- ``features.py``: the batch's feature round; ``messages.py``: typed RPC messages and metadata.
+- ``stats.py``: opt-in counters; ``output.py``: the typed sample and its conversion to PyG's outputs.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyg_dist._lazy import lazy_names
+
 from pyg_dist.sampler.neighbor import NeighborSampler
 from pyg_dist.sampler.output import TypedSample, to_sampler_output
 
-__all__ = ["NeighborSampler", "TypedSample", "to_sampler_output"]
+if TYPE_CHECKING:
+    from pyg_dist.sampler.dist_neighbor import DistNeighborSampler
+    from pyg_dist.sampler.stats import SamplerStats
+
+_LAZY = {"DistNeighborSampler": "pyg_dist.sampler.dist_neighbor", "SamplerStats": "pyg_dist.sampler.stats"}
+
+__getattr__, __dir__, __all__ = lazy_names(__name__, _LAZY, eager=("NeighborSampler", "TypedSample", "to_sampler_output"))

@@ -1,125 +1,157 @@
-"""The multi-hop loop: hop after hop, edge type after edge type, one fused :func:`sample_hop` each.
+"""The K-hop loop, written once for every sampler, and the one-hop service a partition offers its peers.
 
-Homogeneous and heterogeneous graphs share this loop (a homogeneous graph is one node type and one
-edge type). The frontier of node type ``t`` at hop ``h`` is the nodes of ``t`` first seen at hop
-``h - 1`` (the seeds at hop 0); nodes found through one edge type within a hop are not expanded by
-another edge type in the same hop.
+:func:`sample_hops` runs the hops of one batch over a :class:`~pyg_dist.sampler.graph.SamplingGraph`:
+the frontier of node type ``t`` at hop ``h`` is the nodes of ``t`` first seen at hop ``h - 1`` (the
+seeds at hop 0); nodes found through one edge type within a hop are not expanded by another edge type in
+the same hop. Homogeneous and heterogeneous graphs run the same loop (one node and one edge type).
+
+One hop (:func:`_run_hop`): plan (pure, :mod:`.plan`); when every destination is sampled here (an
+in-memory graph, a hybrid folder, a frontier inside the owned range) the fused kernel samples and
+relabels straight into the batch's edge buffers; otherwise one request per remote partition is issued
+first, the local share sampled meanwhile, the replies awaited and merged in frontier order. The loop is
+a coroutine: a one-machine sampler drives it to completion without an event loop (nothing awaits),
+a distributed one awaits its RPCs on pyg_dist's loop.
+
+Randomness: the batch's ``key`` gives every hop and edge type its own key (:func:`pyg_dist.ops.keys.mix`),
+sent along with remote tasks; the kernel draws seed ``v``'s neighbours from the stream of ``(key, v)``.
 """
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
 from pyg_dist._types import EdgeType, NodeType
-from pyg_dist.errors import InvalidArgumentError
-from pyg_dist.ops import CSC, make_edge_buffer, make_relabeler, sample_hop
+from pyg_dist.errors import PyGDistError
+from pyg_dist.ops import OneHop, make_edge_buffer, make_relabeler, one_hop, sample_hop
+from pyg_dist.ops.keys import mix
+from pyg_dist.sampler.graph import SamplingGraph
+from pyg_dist.sampler.messages import ONE_HOP_OP, HopTask, OneHopReply, OneHopRequest, tensor_bytes
 from pyg_dist.sampler.output import TypedSample
-
-
-@dataclass(frozen=True)
-class TypedGraph:
-    """Everything the hop loop reads: per edge type a CSC indexed by the GLOBAL destination id."""
-
-    node_types: List[NodeType]
-    edge_types: List[EdgeType]
-    num_nodes: Dict[NodeType, int]
-    csc: Dict[EdgeType, CSC]
-    node_time: Optional[Dict[NodeType, Tensor]] = None
-    edge_time: Optional[Dict[EdgeType, Tensor]] = None
-
-    @property
-    def is_temporal(self) -> bool:
-        return self.node_time is not None or self.edge_time is not None
+from pyg_dist.sampler.plan import HopPlan, plan_hop
+from pyg_dist.store.routing import check_answers, merge_segments
 
 
 @dataclass(frozen=True)
 class HopOptions:
-    """Validated sampling options (``backend`` already resolved to 'numba' or 'torch')."""
-
+    """Validated sampling options (``backend`` resolved to ``'numba'`` or ``'torch'``)."""
     fanouts: Dict[EdgeType, List[int]]
     num_hops: int
     replace: bool = False
     disjoint: bool = False
     temporal_strategy: str = "uniform"
+    time_level: Optional[str] = None
+    weighted: bool = False
     backend: str = "torch"
+    timeout: float = 60.0
     pools: Dict[NodeType, list] = field(default_factory=dict)
 
+    def request_template(self) -> OneHopRequest:
+        return OneHopRequest(-1, (), self.replace, self.temporal_strategy, self.time_level, self.weighted)
 
+
+# --------------------------------------------------------------------------------- one task, here
+def sample_task(graph: SamplingGraph, task: HopTask, req: OneHopRequest, rows: Tensor, seed_time: Optional[Tensor],
+                batch: Optional[Tensor], backend: str = "auto") -> OneHop:
+    """Samples CSC ``rows`` (seeds held here) of one task with the unfused kernel."""
+    et = task.edge_type
+    temporal = seed_time is not None and graph.is_temporal_type(et, req.time_level)
+    node_time = graph.node_time.get(et[0]) if temporal and req.time_level == "node" else None
+    return one_hop(graph.sampling_csc(et, req.weighted, req.time_level), rows, task.num_neighbors,
+                   replace=req.replace, node_time=node_time, seed_time=seed_time if temporal else None,
+                   temporal_strategy=req.temporal_strategy, backend=backend, key=task.key,
+                   id_offset=graph.dst_range[et][0], seed_batch=batch)
+
+
+def serve_one_hop(graph: SamplingGraph, req: OneHopRequest) -> OneHopReply:
+    """Answers a peer's :class:`OneHopRequest` (runs on an RPC thread of the serving process)."""
+    if req.partition != graph.partition:
+        raise PyGDistError(f"one-hop request for partition {req.partition} reached partition {graph.partition} "
+                           "(is every process serving the partition its context names?)")
+    results = []
+    for task in req.tasks:
+        if not graph.holds(task.edge_type, task.seeds):
+            raise PyGDistError(f"one-hop request names destinations of {task.edge_type!r} whose in-edges "
+                               f"partition {graph.partition} does not hold (same folder everywhere?)")
+        rows = task.seeds - graph.dst_range[task.edge_type][0]
+        results.append(sample_task(graph, task, req, rows, task.seed_time, task.batch))
+    return OneHopReply(graph.partition, tuple(results))
+
+
+# ---------------------------------------------------------------------------------------- one hop
+@dataclass
+class _Batch:
+    """The growing state of one batch: per node type its relabeler, per edge type its edge buffer."""
+    rel: Dict[NodeType, object]
+    buffers: Dict[EdgeType, object]
+
+
+def _pick(t: Optional[Tensor], pos: Optional[Tensor]) -> Optional[Tensor]:
+    return t if t is None or pos is None else t.index_select(0, pos)
+
+
+def _fused(graph: SamplingGraph, opts: HopOptions, task: HopTask, rows: Tensor, lo: int, b: _Batch) -> int:
+    """Samples and relabels one all-local task straight into the batch (the fused kernel)."""
+    et = task.edge_type
+    temporal = task.seed_time is not None and graph.is_temporal_type(et, opts.time_level)
+    node_time = graph.node_time.get(et[0]) if temporal and opts.time_level == "node" else None
+    hop = sample_hop(graph.sampling_csc(et, opts.weighted, opts.time_level), rows, lo, task.num_neighbors,
+                     b.rel[et[0]], replace=opts.replace, temporal_strategy=opts.temporal_strategy,
+                     node_time=node_time, seed_time=task.seed_time if temporal else None, seed_batch=task.batch,
+                     backend=opts.backend, key=task.key, id_offset=graph.dst_range[et][0], out=b.buffers[et])
+    return hop.row.numel()
+
+
+async def _run_hop(graph: SamplingGraph, opts: HopOptions, tasks: List[HopTask], starts: List[int], b: _Batch,
+                   stats) -> List[int]:
+    """One hop of every task; returns the number of edges each added to the batch."""
+    plan = plan_hop(tasks, graph, opts.request_template())
+    if not plan.requests:
+        counts = [_fused(graph, opts, t, rows, lo, b) for t, rows, lo in zip(tasks, plan.rows, starts)]
+        if stats is not None:
+            stats.record_hop(plan, 0, 0)
+        return counts
+    from pyg_dist import rpc
+    futures = {p: rpc.call_async(p, ONE_HOP_OP, req, timeout=opts.timeout) for p, req in plan.requests.items()}
+    template = opts.request_template()
+    local = [sample_task(graph, t, template, rows, _pick(t.seed_time, r.local_pos), _pick(t.batch, r.local_pos),
+                         opts.backend) for t, r, rows in zip(tasks, plan.routes, plan.rows)]
+    replies = dict(zip(futures, await asyncio.gather(*futures.values())))
+    merged = _merge(plan, local, replies)
+    if stats is not None:
+        stats.record_hop(plan, sum(tensor_bytes(r) for r in plan.requests.values()),
+                         sum(tensor_bytes(r) for r in replies.values()))
+    return [b.buffers[t.edge_type].append_one_hop(res, lo, b.rel[t.edge_type[0]], t.batch).row.numel()
+            for t, res, lo in zip(tasks, merged, starts)]
+
+
+def _merge(plan: HopPlan, local: Sequence[OneHop], replies: Dict[int, OneHopReply]) -> List[OneHop]:
+    per_task: List[Dict[int, OneHop]] = [{} for _ in local]
+    for p, reply in replies.items():
+        check_answers(p, "one-hop tasks", len(reply.results), len(plan.slots[p]))
+        for ti, res in zip(plan.slots[p], reply.results):
+            per_task[ti][p] = res
+    return [merge_segments(route, loc, rem) for route, loc, rem in zip(plan.routes, local, per_task)]
+
+
+# ----------------------------------------------------------------------------------------- K hops
 def _add_seeds(rel, seed: Dict[NodeType, Tensor], disjoint: bool) -> None:
     for t, ids in seed.items():
-        batch = torch.arange(ids.numel(), device=ids.device) if disjoint else None
-        before = rel[t].size
-        rel[t].add(ids, batch)
-        if rel[t].size - before != ids.numel():
-            raise InvalidArgumentError("NeighborSampler.sample_typed", "seed", ids,
-                                       f"unique ids of node type {t!r} (duplicates need disjoint=True)")
+        rel[t].add(ids, torch.arange(ids.numel(), device=ids.device) if disjoint else None)
 
 
-def _batch_time(seed: Dict[NodeType, Tensor], seed_time: Optional[Dict[NodeType, Tensor]]):
+def _batch_time(seed_time: Optional[Dict[NodeType, Tensor]]) -> Optional[Tensor]:
     """Time of each subgraph (= of its seed); seeds of several types share subgraph ids by position."""
     if not seed_time:
         return None
     size = max(v.numel() for v in seed_time.values())
-    dtype = next(iter(seed_time.values())).dtype
-    out = torch.zeros(size, dtype=dtype)
-    for t, time in seed_time.items():
+    out = torch.zeros(size, dtype=next(iter(seed_time.values())).dtype)
+    for time in seed_time.values():
         out[:time.numel()] = time
     return out
-
-
-def _frontier_time(graph: TypedGraph, et: EdgeType, batch_time, sb):
-    """Seed times for one edge type's frontier, or None when the edge type carries no time."""
-    if batch_time is None:
-        return None
-    has_time = graph.csc[et].edge_time is not None or (graph.node_time or {}).get(et[0]) is not None
-    return batch_time[sb] if has_time else None
-
-
-def sample_hops(graph: TypedGraph, opts: HopOptions, seed: Dict[NodeType, Tensor],
-                seed_time: Optional[Dict[NodeType, Tensor]] = None,
-                generator: Optional[torch.Generator] = None) -> TypedSample:
-    """Runs ``opts.num_hops`` hops from ``seed`` (trusted, validated by the caller)."""
-    cap = _capacity(opts, sum(v.numel() for v in seed.values()))
-    rel = {t: make_relabeler(graph.num_nodes[t], opts.disjoint, opts.backend, pool=opts.pools.get(t),
-                             capacity=min(cap, graph.num_nodes[t]) + 1) for t in graph.node_types}
-    try:
-        _add_seeds(rel, seed, opts.disjoint)
-        batch_time = _batch_time(seed, seed_time)
-        buffers = {et: make_edge_buffer(opts.backend, cap) for et in graph.edge_types}
-        n_nodes = {t: [rel[t].size] for t in graph.node_types}
-        n_edges = {et: [] for et in graph.edge_types}
-        bounds = {t: (0, rel[t].size) for t in graph.node_types}
-        for hop in range(opts.num_hops):
-            starts = {t: rel[t].size for t in graph.node_types}
-            for et in graph.edge_types:
-                src, _, dst = et
-                k, (lo, hi) = opts.fanouts[et][hop], bounds[dst]
-                if k == 0 or hi == lo:
-                    n_edges[et].append(0)
-                    continue
-                sb = rel[dst].batch[lo:hi] if opts.disjoint else None
-                out = sample_hop(graph.csc[et], rel[dst].nodes[lo:hi], lo, k, rel[src],
-                                 replace=opts.replace, temporal_strategy=opts.temporal_strategy,
-                                 node_time=(graph.node_time or {}).get(src),
-                                 seed_time=_frontier_time(graph, et, batch_time, sb), seed_batch=sb,
-                                 backend=opts.backend, generator=generator, out=buffers[et])
-                n_edges[et].append(out.row.numel())
-            bounds = {t: (starts[t], rel[t].size) for t in graph.node_types}
-            for t in graph.node_types:
-                n_nodes[t].append(rel[t].size - starts[t])
-        rce = {et: b.tensors() for et, b in buffers.items()}
-        return TypedSample(
-            node={t: rel[t].nodes for t in graph.node_types},
-            row={et: v[0] for et, v in rce.items()}, col={et: v[1] for et, v in rce.items()},
-            edge={et: v[2] for et, v in rce.items()},
-            batch={t: rel[t].batch for t in graph.node_types} if opts.disjoint else None,
-            num_sampled_nodes=n_nodes, num_sampled_edges=n_edges)
-    finally:
-        for r in rel.values():
-            r.close()
 
 
 def _capacity(opts: HopOptions, num_seeds: int) -> int:
@@ -133,4 +165,63 @@ def _capacity(opts: HopOptions, num_seeds: int) -> int:
     return min(total, 1 << 24)
 
 
-__all__ = ["TypedGraph", "HopOptions", "sample_hops"]
+def _hop_tasks(graph: SamplingGraph, opts: HopOptions, b: _Batch, hop: int, bounds, batch_time, key: int
+               ) -> Tuple[List[HopTask], List[int]]:
+    """The tasks of hop ``hop``: per edge type with a frontier, its seeds, times, subgraphs and key."""
+    tasks, starts = [], []
+    for i, et in enumerate(graph.edge_types):
+        k, (lo, hi) = opts.fanouts[et][hop], bounds[et[2]]
+        if k == 0 or hi == lo:
+            continue
+        rel = b.rel[et[2]]
+        sb = rel.batch[lo:hi] if opts.disjoint else None
+        temporal = batch_time is not None and graph.is_temporal_type(et, opts.time_level)
+        tasks.append(HopTask(et, rel.nodes[lo:hi], k, mix(key, hop, i), batch_time[sb] if temporal else None, sb))
+        starts.append(lo)
+    return tasks, starts
+
+
+async def sample_hops(graph: SamplingGraph, opts: HopOptions, seed: Dict[NodeType, Tensor],
+                      seed_time: Optional[Dict[NodeType, Tensor]], key: int, stats=None) -> TypedSample:
+    """Runs ``opts.num_hops`` hops from ``seed`` (unique global ids unless disjoint; checked by the caller)."""
+    cap = _capacity(opts, sum(v.numel() for v in seed.values()))
+    rel = {t: make_relabeler(graph.num_nodes[t], opts.disjoint, opts.backend, pool=opts.pools.get(t),
+                             capacity=min(cap, graph.num_nodes[t]) + 1) for t in graph.node_types}
+    try:
+        b = _Batch(rel, {et: make_edge_buffer(opts.backend, cap) for et in graph.edge_types})
+        _add_seeds(rel, seed, opts.disjoint)
+        batch_time = _batch_time(seed_time)
+        n_nodes = {t: [rel[t].size] for t in graph.node_types}
+        n_edges: Dict[EdgeType, List[int]] = {et: [] for et in graph.edge_types}
+        bounds = {t: (0, rel[t].size) for t in graph.node_types}
+        for hop in range(opts.num_hops):
+            before = {t: rel[t].size for t in graph.node_types}
+            tasks, starts = _hop_tasks(graph, opts, b, hop, bounds, batch_time, key)
+            done = dict(zip((t.edge_type for t in tasks), await _run_hop(graph, opts, tasks, starts, b, stats)))
+            for et in graph.edge_types:
+                n_edges[et].append(done.get(et, 0))
+            bounds = {t: (before[t], rel[t].size) for t in graph.node_types}
+            for t in graph.node_types:
+                n_nodes[t].append(rel[t].size - before[t])
+        rce = {et: buf.tensors() for et, buf in b.buffers.items()}
+        return TypedSample(node={t: rel[t].nodes for t in graph.node_types},
+                           row={et: v[0] for et, v in rce.items()}, col={et: v[1] for et, v in rce.items()},
+                           edge={et: v[2] for et, v in rce.items()},
+                           batch={t: rel[t].batch for t in graph.node_types} if opts.disjoint else None,
+                           num_sampled_nodes=n_nodes, num_sampled_edges=n_edges)
+    finally:
+        for r in rel.values():
+            r.close()
+
+
+def run_sync(coro):
+    """Drives a coroutine that never awaits anything pending (an all-local batch) to its result."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    coro.close()
+    raise PyGDistError("a local sampling step awaited a remote call (use the distributed sampler)")
+
+
+__all__ = ["HopOptions", "sample_hops", "sample_task", "serve_one_hop", "run_sync"]

@@ -1,20 +1,22 @@
 """``NeighborSampler``: PyG's neighbour sampler semantics on pyg_dist's own kernels (no pyg-lib)."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Dict, List, Optional, Union
 
 import torch
 from torch import Tensor
 from torch_geometric.data import Data, HeteroData
-from torch_geometric.sampler import BaseSampler, NodeSamplerInput
+from torch_geometric.sampler import NodeSamplerInput
 from torch_geometric.sampler.base import NumNeighbors
 
-from pyg_dist._alloc import tune_allocator
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE, EdgeType, NodeType
 from pyg_dist.errors import InvalidArgumentError, check_choice
 from pyg_dist.ops import CSC, SAMPLER_BACKENDS, TEMPORAL_STRATEGIES, normalize_time, resolve_backend
-from pyg_dist.sampler.hops import HopOptions, TypedGraph, sample_hops
-from pyg_dist.sampler.output import TypedSample, to_sampler_output
+from pyg_dist.sampler.base import SamplerBase
+from pyg_dist.sampler.graph import SamplingGraph
+from pyg_dist.sampler.hops import HopOptions, run_sync
+from pyg_dist.sampler.output import TypedSample
 
 _WHERE = "NeighborSampler"
 SUBGRAPH_TYPES = ("directional", "bidirectional", "disjoint")
@@ -42,32 +44,35 @@ def _time_level(nodes, edges, time_attr: Optional[str]) -> Optional[str]:
     return "node" if on_nodes else "edge"
 
 
-def _build_graph(data, time_attr, weight_attr, is_sorted: bool, share_memory: bool) -> TypedGraph:
+def _build_graph(data, time_attr, weight_attr, is_sorted: bool, share_memory: bool):
+    """``(SamplingGraph, time level)`` of an in-memory ``Data`` / ``HeteroData``."""
     nodes, edges = _stores(data)
     level = _time_level(nodes, edges, time_attr)
     num_nodes = {t: int(s.num_nodes or 0) for t, s in nodes}
-    node_time = {t: normalize_time(s[time_attr]) for t, s in nodes if time_attr in s} if level == "node" else None
-    csc, edge_time = {}, ({} if level == "edge" else None)
+    node_time = {t: normalize_time(s[time_attr]) for t, s in nodes if time_attr in s} if level == "node" else {}
+    csc = {}
     for et, s in edges:
         if "edge_index" not in s:
             raise InvalidArgumentError(_WHERE, "data", et, "an edge_index for every edge type")
-        weight = None
-        if weight_attr is not None:
-            if weight_attr not in s:
-                raise InvalidArgumentError(_WHERE, "weight_attr", weight_attr, f"an attribute of edge type {et}")
-            weight = s[weight_attr].view(-1)
-            if bool((weight < 0).any()) or not weight.is_floating_point():
-                raise InvalidArgumentError(_WHERE, "weight_attr", weight_attr, "non-negative float weights")
-        et_time = s[time_attr].view(-1) if level == "edge" and time_attr in s else None
-        csc[et] = CSC.from_edge_index(s.edge_index, num_nodes[et[2]], weight=weight, edge_time=et_time,
+        csc[et] = CSC.from_edge_index(s.edge_index, num_nodes[et[2]], weight=_weight(s, et, weight_attr),
+                                      edge_time=s[time_attr].view(-1) if level == "edge" and time_attr in s else None,
                                       is_sorted=is_sorted).validate(_WHERE)
-        if level == "edge" and et_time is not None:
-            edge_time[et] = csc[et].edge_time
         if level == "node" and node_time.get(et[0]) is None:
             raise InvalidArgumentError(_WHERE, "time_attr", time_attr, f"a node attribute of type {et[0]!r}")
         if share_memory:
             csc[et].share_memory_()
-    return TypedGraph([t for t, _ in nodes], [et for et, _ in edges], num_nodes, csc, node_time, edge_time)
+    return SamplingGraph.in_memory([t for t, _ in nodes], [et for et, _ in edges], num_nodes, csc, node_time), level
+
+
+def _weight(store, et, weight_attr) -> Optional[Tensor]:
+    if weight_attr is None:
+        return None
+    if weight_attr not in store:
+        raise InvalidArgumentError(_WHERE, "weight_attr", weight_attr, f"an attribute of edge type {et}")
+    weight = store[weight_attr].view(-1)
+    if bool((weight < 0).any()) or not weight.is_floating_point():
+        raise InvalidArgumentError(_WHERE, "weight_attr", weight_attr, "non-negative float weights")
+    return weight
 
 
 def _fanouts(num_neighbors: NumNeighbors, edge_types: List[EdgeType]) -> Dict[EdgeType, List[int]]:
@@ -90,47 +95,7 @@ def _fanouts(num_neighbors: NumNeighbors, edge_types: List[EdgeType]) -> Dict[Ed
     return out
 
 
-def check_typed_seed(where: str, seed, num_nodes: Dict[NodeType, int]) -> Dict[NodeType, Tensor]:
-    """``seed`` as ``{node type: contiguous int64 global ids}``, or InvalidArgumentError naming it."""
-    if not isinstance(seed, dict) or not seed:
-        raise InvalidArgumentError(where, "seed", seed, "a non-empty dict of tensors")
-    out = {}
-    for t, ids in seed.items():
-        if t not in num_nodes:
-            raise InvalidArgumentError(where, "seed", t, f"a node type in {list(num_nodes)}")
-        if not isinstance(ids, Tensor) or ids.dim() != 1 or ids.is_floating_point() or ids.dtype == torch.bool:
-            raise InvalidArgumentError(where, "seed", ids, "a 1-D integer tensor")
-        ids = ids.to(torch.int64)
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_nodes[t]):
-            raise InvalidArgumentError(where, "seed", ids, f"global ids of type {t!r} in [0, {num_nodes[t]})")
-        out[t] = ids.contiguous()
-    return out
-
-
-def check_seed_time(where: str, seed: Dict[NodeType, Tensor], seed_time, is_temporal: bool,
-                    node_time: Optional[Dict[NodeType, Tensor]]) -> Optional[Dict[NodeType, Tensor]]:
-    """Seed times per type: ``seed_time`` checked (one per seed), or the seeds' node time when omitted;
-    ``None`` for a sampler without time. InvalidArgumentError names ``seed_time`` otherwise."""
-    if not is_temporal:
-        if seed_time:
-            raise InvalidArgumentError(where, "seed_time", seed_time, "None (the sampler has no time_attr)")
-        return None
-    if not seed_time:
-        missing = [t for t in seed if (node_time or {}).get(t) is None]
-        if missing:
-            raise InvalidArgumentError(where, "seed_time", seed_time,
-                                       f"seed times (no node time to default to for types {missing})")
-        return {t: node_time[t][ids] for t, ids in seed.items()}
-    out = {}
-    for t, ids in seed.items():
-        time = seed_time.get(t)
-        if not isinstance(time, Tensor) or time.shape != ids.shape:
-            raise InvalidArgumentError(where, "seed_time", seed_time, f"one time per seed of type {t!r}")
-        out[t] = normalize_time(time)
-    return out
-
-
-class NeighborSampler(BaseSampler):
+class NeighborSampler(SamplerBase):
     """In-memory (heterogeneous) neighbour sampler with PyG's semantics and pyg_dist's kernels.
 
     Takes the arguments of ``torch_geometric.sampler.NeighborSampler`` plus ``backend``. Output node
@@ -144,7 +109,8 @@ class NeighborSampler(BaseSampler):
         num_neighbors: Fanout per hop (``-1`` = all), or a dict per edge type, or ``NumNeighbors``.
         subgraph_type: ``'directional'``, ``'bidirectional'`` or ``'disjoint'`` (= ``disjoint=True``).
         replace: Sample with replacement.
-        disjoint: Each seed gets its own subgraph (seeds may repeat).
+        disjoint: Each seed gets its own subgraph. Without it, repeated seeds share one neighbourhood
+            and the output's first rows are the seeds as given, repeats included (PyG's layout).
         temporal_strategy: ``'uniform'`` or ``'last'``.
         time_attr: Node- or edge-level timestamp attribute; no sampled neighbour is newer than its seed.
         weight_attr: Edge attribute with non-negative sampling weights (zero = never sampled).
@@ -163,6 +129,8 @@ class NeighborSampler(BaseSampler):
         [0, 1, 2, 3]
     """
 
+    _where = _WHERE
+
     def __init__(self, data: Union[Data, HeteroData], num_neighbors, subgraph_type: str = "directional",
                  replace: bool = False, disjoint: bool = False, temporal_strategy: str = "uniform",
                  time_attr: Optional[str] = None, weight_attr: Optional[str] = None, is_sorted: bool = False,
@@ -172,29 +140,40 @@ class NeighborSampler(BaseSampler):
         check_choice(_WHERE, "temporal_strategy", temporal_strategy, TEMPORAL_STRATEGIES)
         if directed is not True:
             raise InvalidArgumentError(_WHERE, "directed", directed, "True (induced subgraphs are not supported)")
-        tune_allocator()  # batches reuse freed memory instead of faulting it in again
         self.is_hetero = isinstance(data, HeteroData)
-        self._graph = _build_graph(data, time_attr, weight_attr, is_sorted, share_memory)
+        self._graph, self.time_level = _build_graph(data, time_attr, weight_attr, is_sorted, share_memory)
         self.node_types, self.edge_types = self._graph.node_types, self._graph.edge_types
         self.num_nodes: Dict[NodeType, int] = self._graph.num_nodes
-        self.node_time = self._graph.node_time
-        self.edge_time = self._graph.edge_time
         if not isinstance(num_neighbors, (NumNeighbors, list, tuple, dict)):
             raise InvalidArgumentError(_WHERE, "num_neighbors", num_neighbors,
                                        "a list of ints per hop (or a dict of such lists per edge type)")
         self.num_neighbors = num_neighbors if isinstance(num_neighbors, NumNeighbors) else NumNeighbors(num_neighbors)
-        self._fanouts = _fanouts(self.num_neighbors, self.edge_types)
         self.subgraph_type = subgraph_type
         self.replace = bool(replace)
-        self.disjoint = bool(disjoint) or subgraph_type == "disjoint" or self._graph.is_temporal
+        self.disjoint = bool(disjoint) or subgraph_type == "disjoint" or self.time_level is not None
         self.temporal_strategy = temporal_strategy
         device = next(iter(self._graph.csc.values())).colptr.device if self._graph.csc else None
         self.backend = resolve_backend(backend, device, _WHERE, SAMPLER_BACKENDS)
-        self._pools: Dict[NodeType, list] = {t: [] for t in self.node_types}
+        kernel = self.backend if self.backend in ("numba", "torch") else "torch"
+        self._options = HopOptions(_fanouts(self.num_neighbors, self.edge_types), self.num_neighbors.num_hops,
+                                   self.replace, self.disjoint, temporal_strategy, self.time_level,
+                                   weight_attr is not None, kernel, pools={t: [] for t in self.node_types})
 
     @property
     def is_temporal(self) -> bool:
-        return self._graph.is_temporal
+        return self.time_level is not None
+
+    @property
+    def node_time(self) -> Optional[Dict[NodeType, Tensor]]:
+        """Per node type, the time of every node (node-level temporal sampling), else ``None``."""
+        return dict(self._graph.node_time) if self.time_level == "node" else None
+
+    @property
+    def edge_time(self) -> Optional[Dict[EdgeType, Tensor]]:
+        """Per edge type with edge time, the time of every edge in CSC order (edge-level temporal)."""
+        if self.time_level != "edge":
+            return None
+        return {et: c.edge_time for et, c in self._graph.csc.items() if c.edge_time is not None}
 
     @property
     def edge_permutation(self):
@@ -202,56 +181,24 @@ class NeighborSampler(BaseSampler):
         return None
 
     @property
-    def graph(self) -> TypedGraph:
+    def graph(self) -> SamplingGraph:
         """The typed CSC graph the sampler reads."""
         return self._graph
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state["_pools"] = {t: [] for t in self.node_types}  # scratch maps stay in their process
+        pools = {t: [] for t in self.node_types}  # scratch maps stay in their process
+        state["_options"] = dataclasses.replace(self._options, pools=pools)
         return state
 
-    # Node-level sampling ###############################################################################
+    def _run(self, coro):
+        return run_sync(coro)
 
-    def sample_from_nodes(self, inputs: NodeSamplerInput, **kwargs):
-        """Samples the subgraph around ``inputs.node``; returns PyG's (Hetero)SamplerOutput.
-
-        ``metadata`` is ``(inputs.input_id, inputs.time)`` like PyG's ``node_sample``.
-        """
-        ntype = inputs.input_type if self.is_hetero else HOMO_NODE
-        seed = {ntype: inputs.node}
-        seed_time = None if inputs.time is None else {ntype: inputs.time}
-        sample = self.sample_typed(seed, seed_time)
-        out = to_sampler_output(sample, self.is_hetero, metadata=(inputs.input_id, inputs.time))
-        if self.subgraph_type == "bidirectional":
-            out = out.to_bidirectional()
-        return out
-
-    def sample_from_edges(self, inputs, neg_sampling=None):
-        """Link-level sampling (implemented in :mod:`pyg_dist.sampler.seeds`)."""
-        from pyg_dist.sampler.seeds import edge_sample
-        return edge_sample(self, inputs, neg_sampling)
-
-    def sample_typed(self, seed: Dict[NodeType, Tensor],
-                     seed_time: Optional[Dict[NodeType, Tensor]] = None) -> TypedSample:
-        """The node-level core on typed dicts (a homogeneous graph uses the ``"_N"`` keys).
-
-        Args:
-            seed: Global seed ids per node type; unique unless ``disjoint`` (then each seed, and each
-                position across types, is its own subgraph).
-            seed_time: Timestamps per seed (temporal sampling). Defaults to the seeds' node time.
-        """
-        seed = self._check_seed(seed)
-        seed_time = self._seed_time(seed, seed_time)
+    async def _hops(self, seed, seed_time, key: int) -> TypedSample:
         if self.backend in ("pyg-lib", "torch-sparse"):
             from pyg_dist.ops.native import native_sample
             return TypedSample(**native_sample(self, seed, seed_time))
-        opts = HopOptions(self._fanouts, self.num_neighbors.num_hops, self.replace, self.disjoint,
-                          self.temporal_strategy, self.backend, self._pools)
-        return sample_hops(self._graph, opts, seed, seed_time)
+        return await super()._hops(seed, seed_time, key)
 
-    def _check_seed(self, seed) -> Dict[NodeType, Tensor]:
-        return check_typed_seed(f"{_WHERE}.sample_typed", seed, self.num_nodes)
 
-    def _seed_time(self, seed, seed_time) -> Optional[Dict[NodeType, Tensor]]:
-        return check_seed_time(f"{_WHERE}.sample_typed", seed, seed_time, self.is_temporal, self.node_time)
+__all__ = ["NeighborSampler", "SUBGRAPH_TYPES"]

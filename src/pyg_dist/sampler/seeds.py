@@ -1,376 +1,143 @@
-"""Seeds of link-level sampling: negatives, the seed layout, and PyG's link metadata.
+"""Node seeds: their checks, and repeated seeds with PyG's meaning.
 
-A link batch is a set of positive edges ``(src, dst)``. This module turns it into the node seeds of a
-node-level sampler and, once that sampler has run, into the fields PyG's ``LinkLoader.filter_fn``
-expects in ``SamplerOutput.metadata``:
-
-* no negatives / ``"binary"``: ``(input_id, edge_label_index, edge_label, edge_label_time)``;
-* ``"triplet"``: ``(input_id, src_index, dst_pos_index, dst_neg_index, seed_time)``.
-
-Semantics follow PyG's ``edge_sample``: binary negatives are ``ceil(amount * num_pos)`` random pairs
-labelled ``0`` (generated labels are float ones for positives; the loader shifts user labels by ``+1``
-when they start at ``0``); triplet negatives are ``amount`` random destinations per positive (row ``i`` of
-``dst_neg_index``; PyG's layout); seeds are deduplicated per node type unless ``disjoint``, in
-which case every endpoint is its own subgraph and ``batch`` names the positive whose time it carries;
-temporal seeds carry ``edge_label_time``, and negatives respect ``node_time <= seed time`` when the
-sampler has node times. Optionally (:class:`FilteredNegativeSampling`) negatives that are known edges
-are redrawn.
-
-Everything but :func:`edge_sample` is a pure function of tensors, ``num_nodes`` and a sampling callable,
-so a distributed sampler reuses it with its own ``sample_typed``.
+A node batch may hold a seed more than once (``input_nodes`` with repeats, a sampler with replacement).
+Without ``disjoint`` the hop loop samples each distinct seed once (:func:`dedupe`); :func:`expand` then
+gives the batch PyG's layout: its first rows are the seeds in input order, repeats included (so
+``out[:batch_size]`` lines up with ``y[:batch_size]`` and ``input_id``), and every repeat gets the
+same in-edges as its first occurrence, hence the same neighbourhood and the same GNN output.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, replace
-from typing import Callable, Dict, NamedTuple, Optional, Tuple, Union
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
 
 import torch
 from torch import Tensor
-from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling
 
-from pyg_dist._types import HOMO_EDGE, EdgeType, NodeType
+from pyg_dist._types import NodeType
 from pyg_dist.errors import InvalidArgumentError
-from pyg_dist.sampler.output import TypedSample, to_sampler_output
-
-_WHERE = "edge_sample"
-#: ``sample_fn(seed, seed_time) -> TypedSample``: the node-level sampler on typed dicts.
-SampleFn = Callable[[Dict[NodeType, Tensor], Optional[Dict[NodeType, Tensor]]], TypedSample]
+from pyg_dist.ops import normalize_time
+from pyg_dist.sampler.output import TypedSample
 
 
-class LinkMetadata(NamedTuple):
-    """``SamplerOutput.metadata`` of a link batch without negatives or with binary negatives."""
-    input_id: Optional[Tensor]
-    edge_label_index: Tensor
-    edge_label: Optional[Tensor]
-    edge_label_time: Optional[Tensor]
+def check_typed_seed(where: str, seed, num_nodes: Dict[NodeType, int]) -> Dict[NodeType, Tensor]:
+    """``seed`` as ``{node type: contiguous int64 global ids}``, or InvalidArgumentError naming it."""
+    if not isinstance(seed, dict) or not seed:
+        raise InvalidArgumentError(where, "seed", seed, "a non-empty dict of tensors")
+    out = {}
+    for t, ids in seed.items():
+        if t not in num_nodes:
+            raise InvalidArgumentError(where, "seed", t, f"a node type in {list(num_nodes)}")
+        if not isinstance(ids, Tensor) or ids.dim() != 1 or ids.is_floating_point() or ids.dtype == torch.bool:
+            raise InvalidArgumentError(where, "seed", ids, "a 1-D integer tensor")
+        ids = ids.to(torch.int64)
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_nodes[t]):
+            raise InvalidArgumentError(where, "seed", ids, f"global ids of type {t!r} in [0, {num_nodes[t]})")
+        out[t] = ids.contiguous()
+    return out
 
 
-class TripletMetadata(NamedTuple):
-    """``SamplerOutput.metadata`` of a link batch with triplet negatives."""
-    input_id: Optional[Tensor]
-    src_index: Tensor
-    dst_pos_index: Tensor
-    dst_neg_index: Tensor
-    seed_time: Optional[Tensor]
-
-
-# Known edges (optional rejection of false negatives) ###################################################
-
-def edge_keys(src: Tensor, dst: Tensor, num_dst: int) -> Tensor:
-    """Sorted unique int64 keys ``src * num_dst + dst`` of a set of edges.
-
-    Example:
-        >>> edge_keys(torch.tensor([1, 0, 1]), torch.tensor([2, 1, 2]), num_dst=3)
-        tensor([1, 5])
-    """
-    return torch.unique(src.long() * num_dst + dst.long())
-
-
-def contains_edges(keys: Tensor, src: Tensor, dst: Tensor, num_dst: int) -> Tensor:
-    """Boolean mask: is ``(src[i], dst[i])`` among the sorted ``keys`` of :func:`edge_keys`?
-
-    Example:
-        >>> keys = edge_keys(torch.tensor([0]), torch.tensor([1]), num_dst=3)
-        >>> contains_edges(keys, torch.tensor([0, 1]), torch.tensor([1, 1]), num_dst=3)
-        tensor([ True, False])
-    """
-    query = src.long() * num_dst + dst.long()
-    if keys.numel() == 0:
-        return torch.zeros(query.shape, dtype=torch.bool)
-    pos = torch.searchsorted(keys, query).clamp_(max=keys.numel() - 1)
-    return keys[pos] == query
-
-
-class FilteredNegativeSampling(NegativeSampling):
-    """PyG's ``NegativeSampling`` that also redraws negatives which are known (positive) edges.
-
-    PyG samples negatives approximately (a negative may be a real edge). This variant redraws such
-    negatives up to ``max_tries`` times; any still colliding after that are kept (documented, never
-    dropped). ``LinkNeighborLoader(..., filter_false_negatives=True)`` builds it for you.
-
-    Args:
-        mode: ``"binary"`` or ``"triplet"``.
-        amount: Negatives per positive.
-        src_weight: Optional source sampling weights.
-        dst_weight: Optional destination sampling weights.
-        known_keys: Sorted keys of the known edges, from :func:`edge_keys`.
-        num_dst: Number of destination nodes used to build ``known_keys``.
-        max_tries: Redraw rounds.
-
-    Example:
-        >>> keys = edge_keys(torch.tensor([0, 1]), torch.tensor([1, 0]), num_dst=2)
-        >>> neg = FilteredNegativeSampling("binary", 1, known_keys=keys, num_dst=2)
-    """
-
-    def __init__(self, mode, amount=1, src_weight=None, dst_weight=None, *, known_keys: Tensor,
-                 num_dst: int, max_tries: int = 10):
-        super().__init__(mode, amount, src_weight, dst_weight)
-        self.known_keys, self.num_dst, self.max_tries = known_keys, int(num_dst), int(max_tries)
-
-
-# Negative sampling ######################################################################################
-
-def draw_nodes(count: int, num_nodes: int, weight: Optional[Tensor] = None) -> Tensor:
-    """``count`` node ids drawn uniformly, or proportionally to ``weight`` (with replacement)."""
-    if weight is None:
-        return torch.randint(num_nodes, (count,))
-    return torch.multinomial(weight, count, replacement=True)
-
-
-def draw_negatives(count: int, num_nodes: int, weight: Optional[Tensor] = None,
-                   seed_time: Optional[Tensor] = None, node_time: Optional[Tensor] = None,
-                   max_tries: int = 5) -> Tensor:
-    """Draws ``count`` negative endpoints; with times, negative ``j`` must satisfy
-    ``node_time[neg] <= seed_time[j]``.
-
-    Invalid draws are redrawn ``max_tries`` times; the rest become the earliest node (PyG's rule).
-
-    Args:
-        count: Number of negatives.
-        num_nodes: Number of nodes of the endpoint's type.
-        weight: Optional sampling weights (length ``num_nodes``).
-        seed_time: Per-negative time bound (length ``count``), or ``None``.
-        node_time: Per-node time, or ``None`` for no temporal constraint.
-        max_tries: Redraw rounds for invalid negatives.
-    """
-    out = draw_nodes(count, num_nodes, weight)
-    if node_time is None or seed_time is None or count == 0:
-        return out
-    bad = (node_time[out] > seed_time).nonzero().view(-1)
-    for _ in range(max_tries):
-        if bad.numel() == 0:
-            return out
-        out[bad] = draw_nodes(bad.numel(), num_nodes, weight)
-        bad = bad[node_time[out[bad]] > seed_time[bad]]
-    out[bad] = torch.argmin(node_time)
+def check_seed_time(where: str, seed: Dict[NodeType, Tensor], seed_time, is_temporal: bool,
+                    node_time: Optional[Dict[NodeType, Tensor]]) -> Optional[Dict[NodeType, Tensor]]:
+    """Seed times per type: ``seed_time`` checked (one per seed), or the seeds' node time when omitted;
+    ``None`` for a sampler without time. InvalidArgumentError names ``seed_time`` otherwise."""
+    if not is_temporal:
+        if seed_time:
+            raise InvalidArgumentError(where, "seed_time", seed_time, "None (the sampler has no time_attr)")
+        return None
+    if not seed_time:
+        missing = [t for t in seed if (node_time or {}).get(t) is None]
+        if missing:
+            raise InvalidArgumentError(where, "seed_time", seed_time,
+                                       f"seed times (no node time to default to for types {missing})")
+        return {t: node_time[t][ids] for t, ids in seed.items()}
+    out = {}
+    for t, ids in seed.items():
+        time = seed_time.get(t)
+        if not isinstance(time, Tensor) or time.shape != ids.shape:
+            raise InvalidArgumentError(where, "seed_time", seed_time, f"one time per seed of type {t!r}")
+        out[t] = normalize_time(time)
     return out
 
 
 @dataclass(frozen=True)
-class LinkSeeds:
-    """Endpoints of one link batch after negative sampling (positives first).
+class Repeats:
+    """How the seeds of one node type map to their distinct ids.
 
-    ``src``/``dst`` hold ``num_pos + num_neg`` entries for binary negatives; for triplet negatives
-    ``src`` holds ``num_pos`` and ``dst`` ``num_pos * (1 + amount)`` entries.
+    Attributes:
+        seed: The seeds as given (repeats included).
+        unique_of: Per seed, the index of its id among the distinct ids (first-seen order).
+        first: Per distinct id, the position of its first occurrence among the seeds.
     """
-    src: Tensor
-    dst: Tensor
-    src_time: Optional[Tensor]
-    dst_time: Optional[Tensor]
-    edge_label: Optional[Tensor]
-    num_pos: int
+    seed: Tensor
+    unique_of: Tensor
+    first: Tensor
 
 
-def _cycle(t: Optional[Tensor], length: int) -> Optional[Tensor]:
-    """``t`` repeated to ``length`` entries (entry ``j`` is ``t[j % len(t)]``)."""
-    if t is None:
-        return None
-    return t.repeat(math.ceil(length / max(t.numel(), 1)))[:length]
+def dedupe(seed: Dict[NodeType, Tensor]) -> Tuple[Dict[NodeType, Tensor], Dict[NodeType, Repeats]]:
+    """The distinct seeds per type in first-seen order, and the :class:`Repeats` of types that repeat."""
+    out, repeats = dict(seed), {}
+    for t, ids in seed.items():
+        uniq, inverse = torch.unique(ids, return_inverse=True)
+        if uniq.numel() == ids.numel():
+            continue
+        first = torch.full((uniq.numel(),), ids.numel(), dtype=torch.int64)
+        first.scatter_reduce_(0, inverse, torch.arange(ids.numel()), reduce="amin")
+        order = torch.argsort(first)                  # distinct ids in first-seen order
+        rank = torch.empty_like(order)
+        rank[order] = torch.arange(order.numel())
+        out[t] = uniq.index_select(0, order)
+        repeats[t] = Repeats(ids, rank.index_select(0, inverse), first.index_select(0, order))
+    return out, repeats
 
 
-def _redraw_known(neg: NegativeSampling, src: Tensor, dst: Tensor, redraw_src: bool, draw_src: Callable,
-                  draw_dst: Callable) -> Tuple[Tensor, Tensor]:
-    """Redraws negatives that are known edges (see :class:`FilteredNegativeSampling`)."""
-    if not isinstance(neg, FilteredNegativeSampling):
-        return src, dst
-    src, dst = src.clone(), dst.clone()
-    bad = contains_edges(neg.known_keys, src, dst, neg.num_dst).nonzero().view(-1)
-    for _ in range(neg.max_tries):
-        if bad.numel() == 0:
-            break
-        if redraw_src:
-            src[bad] = draw_src(bad)
-        dst[bad] = draw_dst(bad)
-        bad = bad[contains_edges(neg.known_keys, src[bad], dst[bad], neg.num_dst)]
-    return src, dst
+def _new_index(rep: Repeats, size: int) -> Tensor:
+    """Old local index -> new one: distinct seed ``u`` -> its first occurrence, others shift by the repeats."""
+    u, s = rep.first.numel(), rep.seed.numel()
+    return torch.cat([rep.first, torch.arange(s, s + size - u)])
 
 
-def _owner(num_neg: int, num_pos: int, amount: int, disjoint: bool) -> Tensor:
-    """Positive each triplet negative belongs to: ``j % num_pos`` when disjoint, else ``j // amount``
-    (PyG's layouts of ``dst_neg_index`` in the two modes)."""
-    j = torch.arange(num_neg)
-    return j % max(num_pos, 1) if disjoint else j // max(amount, 1)
+def _copied_edges(rep: Repeats, col0: Tensor) -> Tuple[Tensor, Tensor]:
+    """For hop-0 edges with (old) destinations ``col0``: which edge to copy and its new destination, once
+    per repeat (not first) occurrence of that destination."""
+    pos = torch.arange(rep.seed.numel())
+    is_repeat = rep.first.index_select(0, rep.unique_of) != pos
+    rep_pos, rep_u = pos[is_repeat], rep.unique_of[is_repeat]
+    order = torch.argsort(rep_u, stable=True)
+    rep_pos, rep_u = rep_pos[order], rep_u[order]
+    count = torch.bincount(rep_u, minlength=rep.first.numel())
+    ptr = torch.cumsum(count, 0) - count
+    per_edge = count.index_select(0, col0)
+    edge = torch.repeat_interleave(torch.arange(col0.numel()), per_edge)
+    within = torch.arange(edge.numel()) - torch.repeat_interleave(torch.cumsum(per_edge, 0) - per_edge, per_edge)
+    return edge, rep_pos.index_select(0, ptr.index_select(0, col0.index_select(0, edge)) + within)
 
 
-def link_seeds(inputs: EdgeSamplerInput, neg: Optional[NegativeSampling], num_nodes: Dict[NodeType, int],
-               node_time: Optional[Dict[NodeType, Tensor]] = None, disjoint: bool = False) -> LinkSeeds:
-    """Appends negatives (if any) to the positive endpoints of ``inputs``.
-
-    Args:
-        inputs: The positive edges (``row``, ``col``, optional ``label``/``time``, ``input_type``).
-        neg: PyG's ``NegativeSampling`` (or :class:`FilteredNegativeSampling`), or ``None``.
-        num_nodes: Number of nodes per node type.
-        node_time: Per-type node times; negatives then satisfy ``node_time <= seed time``.
-        disjoint: Whether seeds stay separate subgraphs (decides the triplet negative layout).
-
-    Example:
-        >>> inp = EdgeSamplerInput(None, torch.tensor([0, 1]), torch.tensor([1, 2]))
-        >>> s = link_seeds(inp, NegativeSampling("binary", 2), {"_N": 3})
-        >>> s.src.numel(), s.edge_label.tolist()
-        (6, [1.0, 1.0, 0.0, 0.0, 0.0, 0.0])
-    """
-    src_type, _, dst_type = inputs.input_type or HOMO_EDGE
-    src, dst, label, time = inputs.row, inputs.col, inputs.label, inputs.time
-    num_pos = src.numel()
-    if neg is None:
-        return LinkSeeds(src, dst, time, time, label, num_pos)
-    num_neg = math.ceil(num_pos * neg.amount)
-    node_time = node_time or {}
-
-    def drawer(ntype: NodeType, weight: Optional[Tensor], times: Optional[Tensor]) -> Callable:
-        return lambda idx: draw_negatives(idx.numel(), num_nodes[ntype], weight,
-                                          None if times is None else times[idx], node_time.get(ntype))
-
-    every = torch.arange(num_neg)
-    if neg.is_binary():
-        neg_time = _cycle(time, num_neg)
-        draw_src = drawer(src_type, neg.src_weight, neg_time)
-        draw_dst = drawer(dst_type, neg.dst_weight, neg_time)
-        src_neg = draw_src(every)
-        dst_neg = draw_dst(every)
-        src_neg, dst_neg = _redraw_known(neg, src_neg, dst_neg, True, draw_src, draw_dst)
-        if label is None:
-            label = torch.ones(num_pos)
-        label = torch.cat([label, label.new_zeros((num_neg,) + tuple(label.shape[1:]))])
-        both_time = _cycle(time, num_pos + num_neg)
-        return LinkSeeds(torch.cat([src, src_neg]), torch.cat([dst, dst_neg]), both_time, both_time,
-                         label, num_pos)
-    owner = _owner(num_neg, num_pos, int(neg.amount), disjoint)
-    draw_dst = drawer(dst_type, neg.dst_weight, None if time is None else time[owner])
-    dst_neg = draw_dst(every)
-    _, dst_neg = _redraw_known(neg, src[owner], dst_neg, False, None, draw_dst)
-    return LinkSeeds(src, torch.cat([dst, dst_neg]), time, _cycle(time, num_pos + num_neg), None, num_pos)
+def expand(sample: TypedSample, repeats: Dict[NodeType, Repeats]) -> TypedSample:
+    """The sample of the distinct seeds laid out for the seeds as given (see the module docstring)."""
+    if not repeats:
+        return sample
+    node, row, col, edge = dict(sample.node), dict(sample.row), dict(sample.col), dict(sample.edge)
+    n_nodes = {t: list(v) for t, v in sample.num_sampled_nodes.items()}
+    n_edges = {et: list(v) for et, v in sample.num_sampled_edges.items()}
+    for t, rep in repeats.items():
+        new = _new_index(rep, node[t].numel())
+        node[t] = torch.cat([rep.seed, node[t][rep.first.numel():]])
+        n_nodes[t][0] = rep.seed.numel()
+        for et in row:
+            if et[0] == t:
+                row[et] = new.index_select(0, row[et])
+            if et[2] != t:
+                continue
+            hop0 = n_edges[et][0] if n_edges[et] else 0
+            which, dst = _copied_edges(rep, col[et][:hop0])
+            col[et] = new.index_select(0, col[et])
+            row[et], col[et], edge[et] = (torch.cat([v[:hop0], add, v[hop0:]]) for v, add in
+                                          ((row[et], row[et].index_select(0, which)), (col[et], dst),
+                                           (edge[et], edge[et].index_select(0, which))))
+            if n_edges[et]:
+                n_edges[et][0] += which.numel()
+    return TypedSample(node, row, col, edge, sample.batch, n_nodes, n_edges)
 
 
-@dataclass(frozen=True)
-class SeedLayout:
-    """Node seeds of a link batch and where each endpoint of :class:`LinkSeeds` sits among them."""
-    seed: Dict[NodeType, Tensor]
-    seed_time: Optional[Dict[NodeType, Tensor]]
-    src_index: Tensor
-    dst_index: Tensor
-    #: Per node type, the link example (position in ``LinkSeeds.src``/``dst``) of each seed position.
-    example: Dict[NodeType, Tensor]
-
-
-def seed_layout(seeds: LinkSeeds, edge_type: EdgeType, disjoint: bool) -> SeedLayout:
-    """Concatenates the endpoints per node type (sources first) and, unless ``disjoint``, deduplicates.
-
-    Deduplication is ``torch.unique`` (sorted), as in PyG; ``src_index``/``dst_index`` then point into
-    the unique seeds. With ``disjoint`` every endpoint is its own seed, in order.
-
-    Example:
-        >>> s = LinkSeeds(torch.tensor([4, 2]), torch.tensor([2, 7]), None, None, None, 2)
-        >>> lay = seed_layout(s, ("_N", "_E", "_N"), disjoint=False)
-        >>> lay.seed["_N"].tolist(), lay.src_index.tolist(), lay.dst_index.tolist()
-        ([2, 4, 7], [1, 0], [0, 2])
-    """
-    ends = ((edge_type[0], seeds.src, seeds.src_time), (edge_type[-1], seeds.dst, seeds.dst_time))
-    ids: Dict[NodeType, list] = {}
-    times: Dict[NodeType, list] = {}
-    offsets = []
-    for ntype, nodes, t in ends:
-        offsets.append(sum(x.numel() for x in ids.get(ntype, [])))
-        ids.setdefault(ntype, []).append(nodes)
-        times.setdefault(ntype, []).append(t)
-    example = {k: torch.cat([torch.arange(x.numel()) for x in v]) for k, v in ids.items()}
-    seed = {k: torch.cat(v) for k, v in ids.items()}
-    seed_time = None
-    if seeds.src_time is not None:
-        seed_time = {k: torch.cat(v) for k, v in times.items()}
-    index = {k: torch.arange(v.numel()) for k, v in seed.items()}
-    if not disjoint:
-        for k in seed:
-            seed[k], index[k] = torch.unique(seed[k], return_inverse=True)
-    src_index = index[edge_type[0]][offsets[0]:offsets[0] + seeds.src.numel()]
-    dst_index = index[edge_type[-1]][offsets[1]:offsets[1] + seeds.dst.numel()]
-    return SeedLayout(seed, seed_time, src_index, dst_index, example)
-
-
-def link_metadata(input_id: Optional[Tensor], seeds: LinkSeeds, layout: SeedLayout,
-                  neg: Optional[NegativeSampling], disjoint: bool
-                  ) -> Union[LinkMetadata, TripletMetadata]:
-    """PyG's link metadata from the seed layout (see the module docstring for the fields)."""
-    if neg is None or neg.is_binary():
-        edge_label_index = torch.stack([layout.src_index, layout.dst_index])
-        return LinkMetadata(input_id, edge_label_index, seeds.edge_label, seeds.src_time)
-    num_pos = seeds.num_pos
-    dst_neg = layout.dst_index[num_pos:]
-    if disjoint:  # negative j belongs to positive j % num_pos
-        dst_neg = dst_neg.view(-1, num_pos).t()
-    dst_neg = dst_neg.reshape(num_pos, -1).squeeze(-1)
-    return TripletMetadata(input_id, layout.src_index, layout.dst_index[:num_pos], dst_neg, seeds.src_time)
-
-
-def check_edge_inputs(inputs: EdgeSamplerInput, neg: Optional[NegativeSampling],
-                      num_nodes: Dict[NodeType, int], disjoint: bool) -> EdgeType:
-    """Validates one link batch against the graph; returns its (typed) edge type."""
-    edge_type = inputs.input_type or HOMO_EDGE
-    for name, nodes, ntype in (("row", inputs.row, edge_type[0]), ("col", inputs.col, edge_type[-1])):
-        if ntype not in num_nodes:
-            raise InvalidArgumentError(_WHERE, "inputs.input_type", inputs.input_type,
-                                       f"an edge type whose node types are in {sorted(num_nodes)}")
-        if nodes.numel() and (int(nodes.min()) < 0 or int(nodes.max()) >= num_nodes[ntype]):
-            raise InvalidArgumentError(_WHERE, f"inputs.{name}", nodes,
-                                       f"node ids in [0, {num_nodes[ntype]}) of type {ntype!r}")
-    if inputs.time is not None and not disjoint:
-        raise InvalidArgumentError(_WHERE, "inputs.time", "<tensor>",
-                                   "None unless the sampler is temporal or disjoint")
-    if neg is not None and neg.is_triplet() and inputs.label is not None:
-        raise InvalidArgumentError(_WHERE, "inputs.label", "<tensor>", "None for triplet negatives")
-    for name, weight, ntype in (("src_weight", getattr(neg, "src_weight", None), edge_type[0]),
-                                ("dst_weight", getattr(neg, "dst_weight", None), edge_type[-1])):
-        if weight is not None and weight.numel() != num_nodes[ntype]:
-            raise InvalidArgumentError(_WHERE, f"neg_sampling.{name}", tuple(weight.shape),
-                                       f"{num_nodes[ntype]} weights (one per {ntype!r} node)")
-    return edge_type
-
-
-def sample_edges(inputs: EdgeSamplerInput, neg: Optional[NegativeSampling], sample_fn: SampleFn,
-                 num_nodes: Dict[NodeType, int], node_time: Optional[Dict[NodeType, Tensor]] = None,
-                 disjoint: bool = False):
-    """Link-level sampling around any node-level ``sample_fn``; returns ``(TypedSample, metadata)``.
-
-    This is the whole of link sampling minus the output conversion, so a distributed sampler calls it
-    with its own ``sample_typed``.
-
-    Args:
-        inputs: The positive edges of the batch.
-        neg: Negative sampling configuration, or ``None``.
-        sample_fn: ``sample_fn(seed_dict, seed_time_dict) -> TypedSample``.
-        num_nodes: Number of nodes per node type.
-        node_time: Per-type node times (temporal negatives), or ``None``.
-        disjoint: Whether every endpoint is its own subgraph; ``batch`` then names the positive edge
-            each subgraph belongs to: example ``j`` (positive or negative) maps to ``j % num_pos``,
-            whose ``edge_label_time`` it carries. This equals PyG's ``batch % num_pos`` except for
-            binary negatives with ``amount * num_pos`` not a multiple of ``num_pos``, where PyG's
-            destination subgraphs get the wrong positive.
-    """
-    edge_type = check_edge_inputs(inputs, neg, num_nodes, disjoint)
-    seeds = link_seeds(inputs, neg, num_nodes, node_time, disjoint)
-    layout = seed_layout(seeds, edge_type, disjoint)
-    sample = sample_fn(layout.seed, layout.seed_time)
-    if disjoint and sample.batch is not None:  # seed position -> link example -> its positive
-        num_pos = max(seeds.num_pos, 1)
-        batch = {k: layout.example[k][b] % num_pos for k, b in sample.batch.items()}
-        sample = replace(sample, batch=batch)
-    return sample, link_metadata(inputs.input_id, seeds, layout, neg, disjoint)
-
-
-def edge_sample(sampler, inputs: EdgeSamplerInput, neg_sampling: Optional[NegativeSampling] = None):
-    """``NeighborSampler.sample_from_edges`` body: link sampling with PyG's output and metadata.
-
-    Args:
-        sampler: A sampler with ``sample_typed``, ``num_nodes``, ``node_time``, ``disjoint`` and
-            ``is_hetero`` (``pyg_dist.sampler.neighbor.NeighborSampler``).
-        inputs: The positive edges of the batch.
-        neg_sampling: Negative sampling configuration, or ``None``.
-
-    Returns:
-        A PyG ``SamplerOutput`` / ``HeteroSamplerOutput`` whose ``metadata`` is a
-        :class:`LinkMetadata` or :class:`TripletMetadata`.
-    """
-    sample, metadata = sample_edges(inputs, NegativeSampling.cast(neg_sampling), sampler.sample_typed,
-                                    sampler.num_nodes, sampler.node_time, sampler.disjoint)
-    return to_sampler_output(sample, sampler.is_hetero, metadata)
+__all__ = ["check_typed_seed", "check_seed_time", "Repeats", "dedupe", "expand"]

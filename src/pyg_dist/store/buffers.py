@@ -13,7 +13,7 @@ maps the same pages). So a caller can never see its tensor change under it; a ca
 every batch simply makes the pool allocate, as ``torch.empty`` would.
 
 The pool is per process, bounded by ``$PYG_DIST_BUFFER_POOL_MB`` (default 1024; ``0`` turns it off)
-or :func:`set_buffer_pool_limit`. Requests below :data:`_MIN_BYTES` are not pooled.
+or :func:`set_buffer_pool_limit`. Requests below 32 MiB (1 MiB without allocator tuning) are not pooled.
 
 Example:
     >>> import torch
@@ -32,14 +32,19 @@ from typing import List, Optional, Sequence
 import torch
 from torch import Tensor
 
-from pyg_dist._alloc import tune_allocator
+from pyg_dist._alloc import allocator_tuned
 from pyg_dist.errors import InvalidArgumentError
 
 #: Smallest pooled request. With :func:`pyg_dist._alloc.tune_allocator` in effect glibc keeps blocks under
 #: 32 MiB for reuse, so only larger ones are pooled; without it (not glibc, or turned off) blocks from 1 MiB
 #: up are (its default reuse is not reliable across threads: pooling 8 MiB reply chunks measured 7.8 vs
 #: 6.4 batches/s in bench_dist).
-_MIN_BYTES = (32 << 20) if tune_allocator() else (1 << 20)
+_MIN_BYTES = 32 << 20
+_MIN_BYTES_UNTUNED = 1 << 20
+
+
+def _min_bytes() -> int:
+    return _MIN_BYTES if allocator_tuned() else _MIN_BYTES_UNTUNED
 _use_count = getattr(torch._C, "_storage_Use_Count", None)
 
 
@@ -76,7 +81,7 @@ class BufferPool:
         """An uninitialised CPU tensor, on a recycled storage when one is free and large enough."""
         shape = tuple(int(s) for s in shape)
         nbytes = math.prod(shape) * dtype.itemsize
-        if nbytes < _MIN_BYTES or _use_count is None or self.limit_bytes <= 0:
+        if nbytes < _min_bytes() or _use_count is None or self.limit_bytes <= 0:
             return torch.empty(shape, dtype=dtype)
         with self._lock:  # the tensor is made under the lock: no other thread can take the same storage
             storage = self._take(nbytes)
@@ -135,7 +140,7 @@ def empty_rows(n: int, like: Tensor) -> Tensor:
 
 def gather_rows(col: Tensor, rows: Tensor) -> Tensor:
     """``col.index_select(0, rows)``, into a pooled output tensor when it is large."""
-    if rows.numel() * col.element_size() * math.prod(col.shape[1:]) < _MIN_BYTES:
+    if rows.numel() * col.element_size() * math.prod(col.shape[1:]) < _min_bytes():
         return col.index_select(0, rows)
     return torch.index_select(col, 0, rows, out=empty_rows(rows.numel(), col))
 

@@ -19,7 +19,7 @@ from pyg_dist._types import HOMO_EDGE, HOMO_NODE
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
 from pyg_dist.partition.book import PartitionBook
 from pyg_dist.partition.reader import PartitionData
-from pyg_dist.store import lookup as L
+from pyg_dist.store import lookup
 from pyg_dist.store.buffers import gather_rows
 from pyg_dist.store.folder import PartitionStoreMixin
 
@@ -141,7 +141,7 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
 
     def lookup_features_async(self, ids, is_node_feat: bool = True, input_type=None,
                               attr_names: Union[None, str, Sequence[str]] = None,
-                              timeout: Optional[float] = None) -> L.LookupFuture:
+                              timeout: Optional[float] = None) -> lookup.LookupFuture:
         """Like :meth:`lookup_features`, but returns at once: ``await`` the result or ``.wait()``."""
         where = f"{_WHERE}.lookup_features"
         if not isinstance(is_node_feat, bool):
@@ -151,16 +151,16 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
         if attr_names is None:
             attr_names = DEFAULT_NODE_ATTR if is_node_feat else DEFAULT_EDGE_ATTR
         names = self._names(where, group, [attr_names] if single else attr_names)
-        timeout = L.check_timeout(where, timeout)
+        timeout = lookup.check_timeout(where, timeout)
         rows = self._owned_rows(group, ids)
         if rows is None:
-            query = L.FeatureQuery(group, names, *check_ids(where, ids, self.book.num_items(group), group))
-            rows = L.owned_rows(self.book, self.partition, group, query.ids, query.id_range)
+            query = lookup.FeatureQuery(group, names, *check_ids(where, ids, self.book.num_items(group), group))
+            rows = lookup.owned_rows(self.book, self.partition, group, query.ids, query.id_range)
         if rows is not None:  # all local (the common case of small batches): no plan, no future to wait on
             out = {name: gather_rows(self._cols[group][name], rows) for name in names}
-            return L.LookupFuture.completed(out[names[0]] if single else out)
+            return lookup.LookupFuture.completed(out[names[0]] if single else out)
         finish = (lambda outs: outs[0][names[0]]) if single else (lambda outs: outs[0])
-        return L.start_lookup(self.book, self.partition, self._serve_column, [query], finish, timeout)
+        return lookup.start_lookup(self.book, self.partition, self._serve_column, [query], finish, timeout)
 
     def _owned_rows(self, group, ids) -> Optional[Tensor]:
         """Fast path: rows of a clean id tensor (1-D int64, contiguous, CPU) this partition owns entirely
@@ -171,7 +171,7 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
         return None
 
     def lookup_many_async(self, ids: Mapping[Any, Any], attr_names: Mapping[Any, Sequence[str]],
-                          timeout: Optional[float] = None) -> L.LookupFuture:
+                          timeout: Optional[float] = None) -> lookup.LookupFuture:
         """Several groups in one round: at most one request per remote partition.
 
         Args:
@@ -198,10 +198,10 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
             if key not in attr_names:
                 raise InvalidArgumentError(where, "attr_names", sorted(map(str, attr_names)), f"an entry for {key!r}")
             names = self._names(where, group, attr_names[key])
-            queries.append(L.FeatureQuery(group, names, *check_ids(where, ids[key], self.book.num_items(group), group)))
+            queries.append(lookup.FeatureQuery(group, names, *check_ids(where, ids[key], self.book.num_items(group), group)))
         finish = lambda outs: dict(zip(keys, outs))  # noqa: E731
-        return L.start_lookup(self.book, self.partition, self._serve_column, queries, finish,
-                              L.check_timeout(where, timeout))
+        return lookup.start_lookup(self.book, self.partition, self._serve_column, queries, finish,
+                              lookup.check_timeout(where, timeout))
 
     # ------------------------------------------------------------------ serving remote lookups
     def serve(self, replace: bool = False) -> None:
@@ -211,27 +211,27 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
         """
         from pyg_dist import rpc
 
-        if L.LOOKUP_OP in rpc.registered_callees():
+        if lookup.LOOKUP_OP in rpc.registered_callees():
             from pyg_dist.rpc.callees import lookup as registered
-            old = getattr(registered(L.LOOKUP_OP), "__self__", None)
+            old = getattr(registered(lookup.LOOKUP_OP), "__self__", None)
             if old is self:
                 return
             if not replace:
                 who = f"partition {old.partition}" if isinstance(old, LocalFeatureStore) else repr(old)
                 raise InvalidArgumentError(f"{_WHERE}.serve", "replace", replace,
                                            f"True to replace the lookup callee already registered ({who})")
-        rpc.register_callee(L.LOOKUP_OP, self._serve_request, replace=True)
+        rpc.register_callee(lookup.LOOKUP_OP, self._serve_request, replace=True)
 
     def stop_serving(self) -> None:
         """Unregisters this store's lookup callee (no-op when another one, or none, is registered)."""
         from pyg_dist import rpc
         from pyg_dist.rpc.callees import lookup as registered
 
-        if L.LOOKUP_OP in rpc.registered_callees() and getattr(registered(L.LOOKUP_OP), "__self__", None) is self:
-            rpc.unregister_callee(L.LOOKUP_OP)
+        if lookup.LOOKUP_OP in rpc.registered_callees() and getattr(registered(lookup.LOOKUP_OP), "__self__", None) is self:
+            rpc.unregister_callee(lookup.LOOKUP_OP)
 
-    def _serve_request(self, req: L.LookupRequest) -> L.LookupReply:
-        return L.serve_request(self.book, self.partition, self._serve_column, req)
+    def _serve_request(self, req: lookup.LookupRequest) -> lookup.LookupReply:
+        return lookup.serve_request(self.book, self.partition, self._serve_column, req)
 
     def _serve_column(self, group, name: str) -> Tensor:
         return self._column("lookup", group, name)

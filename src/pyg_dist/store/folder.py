@@ -116,8 +116,6 @@ class PartitionStoreMixin:
     """
 
     def _attach(self, data: PartitionData, mmap: bool) -> None:
-        from pyg_dist._alloc import tune_allocator
-        tune_allocator()  # lookups reuse freed memory instead of faulting it in again
         self.partition_meta, self.book = data.meta, data.book
         self.partition, self._mmap = data.part, mmap
 

@@ -28,8 +28,8 @@ from torch import Tensor
 from pyg_dist._types import EdgeType, NodeType
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
 from pyg_dist.ops.rows import copy_rows
-from pyg_dist.partition.book import PartitionBook
 from pyg_dist.store.buffers import empty_rows, gather_rows
+from pyg_dist.store.routing import Route, check_answers, group_by_partition, owned_rows, route_ids, scatter_row_chunks
 
 Group = Union[NodeType, EdgeType]
 #: Name of the callee that serves remote lookups (registered by ``LocalFeatureStore.serve``).
@@ -41,7 +41,7 @@ CHUNK_BYTES = 8 << 20
 
 
 # ------------------------------------------------------------------------------------ typed messages
-@dataclass
+@dataclass(frozen=True)
 class FeatureQuery:
     """Rows of one group to fetch.
 
@@ -58,14 +58,14 @@ class FeatureQuery:
     id_range: Optional[Tuple[int, int]] = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class LookupRequest:
     """What one partition asks another: the queries (only ids that partition owns)."""
     partition: int
-    queries: List[FeatureQuery]
+    queries: Tuple[FeatureQuery, ...]
 
 
-@dataclass
+@dataclass(frozen=True)
 class LookupReply:
     """The answer to a :class:`LookupRequest`: per query and attribute, the rows in id order, as a list
     of consecutive chunks of at most :data:`CHUNK_BYTES` each (see :func:`serve_request`)."""
@@ -75,60 +75,15 @@ class LookupReply:
 
 # ------------------------------------------------------------------------------------------- the plan
 @dataclass(frozen=True)
-class QueryRoute:
-    """Where the rows of one query live.
-
-    Attributes:
-        size: Number of requested ids.
-        local_pos: Positions answered by this partition, or ``None`` when all of them are (fast path).
-        local_rows: Rows of this partition's block for those positions.
-        remote: Remote partition -> positions in the query it answers (ascending).
-    """
-    size: int
-    local_pos: Optional[Tensor]
-    local_rows: Tensor
-    remote: Dict[int, Tensor] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class LookupPlan:
     """Routing of a whole lookup: per query its route, per remote partition one request.
 
     ``slots[p]`` lists, aligned with ``requests[p].queries``, the query index each sub-query answers.
     """
     part: int
-    routes: List[QueryRoute]
+    routes: List[Route]
     requests: Dict[int, LookupRequest]
     slots: Dict[int, List[int]]
-
-
-def owned_rows(book, part: int, group: Group, ids: Tensor,
-               id_range: Optional[Tuple[int, int]] = None) -> Optional[Tensor]:
-    """Fast path: the rows of ``ids`` when ALL of them lie in ``part``'s range of a range book, else None.
-
-    One pass (min/max, skipped when ``id_range`` is known) and one subtraction, instead of a search per
-    id; the range comes from the book.
-    """
-    if not isinstance(book, PartitionBook) or not ids.numel():
-        return None
-    start, end = book.owned_range(group, part)
-    arr = ids.numpy()  # numpy: single-threaded passes, no OpenMP regions on a busy machine
-    lo, hi = id_range if id_range is not None else (int(arr.min()), int(arr.max()))
-    return torch.from_numpy(arr - start) if start <= lo and hi < end else None
-
-
-def route_query(book, part: int, group: Group, ids: Tensor,
-                id_range: Optional[Tuple[int, int]] = None) -> QueryRoute:
-    """Splits one query's ids by owner (pure; only the book translates ids)."""
-    rows = owned_rows(book, part, group, ids, id_range)
-    if rows is not None:
-        return QueryRoute(ids.numel(), None, rows)
-    order, rows, ptr = book.split_by_owner(group, ids)
-    lo, hi = ptr[part], ptr[part + 1]
-    if hi - lo == ids.numel():  # all here: the stable order is the identity
-        return QueryRoute(ids.numel(), None, rows)
-    remote = {p: order[ptr[p]:ptr[p + 1]] for p in range(book.num_parts) if p != part and ptr[p + 1] > ptr[p]}
-    return QueryRoute(ids.numel(), order[lo:hi], rows[lo:hi], remote)
 
 
 def plan_lookup(book, part: int, queries: Sequence[FeatureQuery]) -> LookupPlan:
@@ -139,15 +94,10 @@ def plan_lookup(book, part: int, queries: Sequence[FeatureQuery]) -> LookupPlan:
         part: The partition answering locally (the store's partition).
         queries: The queries, ids already validated as 1-D int64.
     """
-    routes = [route_query(book, part, q.group, q.ids, q.id_range) for q in queries]
-    requests: Dict[int, LookupRequest] = {}
-    slots: Dict[int, List[int]] = {}
-    for qi, (q, route) in enumerate(zip(queries, routes)):
-        for p, pos in route.remote.items():
-            requests.setdefault(p, LookupRequest(p, [])).queries.append(
-                FeatureQuery(q.group, q.attr_names, q.ids.index_select(0, pos)))
-            slots.setdefault(p, []).append(qi)
-    return LookupPlan(part, routes, requests, slots)
+    routes = [route_ids(book, part, q.group, q.ids, id_range=q.id_range) for q in queries]
+    shares, slots = group_by_partition(routes, lambda qi, pos: FeatureQuery(
+        queries[qi].group, queries[qi].attr_names, queries[qi].ids.index_select(0, pos)))
+    return LookupPlan(part, routes, {p: LookupRequest(p, tuple(qs)) for p, qs in shares.items()}, slots)
 
 
 # -------------------------------------------------------------------------------------- serving side
@@ -243,21 +193,13 @@ class LookupFuture:
 
 
 def _scatter(plan: LookupPlan, out: List[Dict[str, Tensor]], p: _Pending, reply: LookupReply) -> None:
-    if len(reply.values) != len(p.slots):
-        raise PyGDistError(f"lookup reply of partition {p.partition} has {len(reply.values)} answers for "
-                           f"{len(p.slots)} queries")
+    check_answers(p.partition, "lookup queries", len(reply.values), len(p.slots))
     for qi, values in zip(p.slots, reply.values):
         pos = plan.routes[qi].remote[p.partition]
         for name, dst in list(out[qi].items()):
             chunks = values.get(name)
             _check_chunks(p.partition, name, chunks, dst, pos.numel())
-            if len(chunks) == 1 and pos.numel() == dst.size(0):  # the whole query, in order: no copy
-                out[qi][name] = chunks[0]
-                continue
-            start = 0
-            for chunk in chunks:
-                copy_rows(dst, pos[start:start + chunk.size(0)], chunk)
-                start += chunk.size(0)
+            out[qi][name] = scatter_row_chunks(dst, pos, chunks)
 
 
 def _check_chunks(partition: int, name: str, chunks, dst: Tensor, rows: int) -> None:
@@ -270,7 +212,7 @@ def _check_chunks(partition: int, name: str, chunks, dst: Tensor, rows: int) -> 
                            f"of {dst.dtype} {tuple(dst.shape[1:])} (do the partitions come from the same folder?)")
 
 
-def gather_local(route: QueryRoute, col: Tensor) -> Tensor:
+def gather_local(route: Route, col: Tensor) -> Tensor:
     """The output tensor of one attribute: local rows in place, remote rows still to be filled."""
     if route.local_pos is None:
         return gather_rows(col, route.local_rows)
@@ -310,6 +252,5 @@ def check_timeout(where: str, timeout: Any) -> Optional[float]:
     return float(timeout)
 
 
-__all__ = ["LOOKUP_OP", "FeatureQuery", "LookupRequest", "LookupReply", "QueryRoute", "LookupPlan",
-           "owned_rows", "route_query", "plan_lookup", "serve_request", "start_lookup", "LookupFuture", "gather_local",
+__all__ = ["LOOKUP_OP", "FeatureQuery", "LookupRequest", "LookupReply", "LookupPlan", "plan_lookup", "serve_request", "start_lookup", "LookupFuture", "gather_local",
            "check_timeout"]

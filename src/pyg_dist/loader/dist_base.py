@@ -98,7 +98,7 @@ def make_sampler(where: str, graph_store, feature_store, num_neighbors, neighbor
     """The loader's sampler: ``neighbor_sampler`` when given, else a ``DistNeighborSampler`` with ``opts``."""
     if neighbor_sampler is not None:
         return neighbor_sampler
-    from pyg_dist.distributed.sampler import DistNeighborSampler
+    from pyg_dist.sampler.dist_neighbor import DistNeighborSampler
     from pyg_dist.loader import _checks
     _checks.check_num_neighbors(where, num_neighbors)
     return DistNeighborSampler(graph_store, feature_store, num_neighbors, **opts)
@@ -117,7 +117,7 @@ class DistLoaderMixin:
         raise NotImplementedError
 
     def _get_iterator(self):
-        from pyg_dist.distributed.prefetch import prefetch_iterator
+        from pyg_dist.loader.prefetch import prefetch_iterator
         it = prefetch_iterator(self, self._start_batch)
         return it if it is not None else super()._get_iterator()
 
@@ -145,10 +145,12 @@ class WorkerSetup:
         from multiprocessing import util
 
         from pyg_dist import rpc
-        from pyg_dist.distributed.sampler import register_callees
+        from pyg_dist._alloc import tune_allocator
+        from pyg_dist.sampler.dist_neighbor import serve_partition
 
         fs, gs = self.stores
-        register_callees((gs, fs))
+        tune_allocator()
+        serve_partition(gs, fs)
         rpc.init_rpc(self.ctx.for_worker(worker_id), timeout=self.timeout)
         util.Finalize(None, _leave_rpc, args=(os.getppid(),), exitpriority=100)
         if self.user_fn is not None:

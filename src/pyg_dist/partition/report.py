@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from pyg_dist._types import NodeType
-from pyg_dist.partition.relabel import EdgeOrder, NodeOrder
+from pyg_dist.partition.renumber import EdgeOrder, NodeOrder
 from pyg_dist.partition.source import TypedGraph
 
 

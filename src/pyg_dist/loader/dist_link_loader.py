@@ -13,8 +13,8 @@ from torch import Tensor
 from torch_geometric.loader import LinkLoader
 
 from pyg_dist._types import HOMO_EDGE
-from pyg_dist.distributed import loader as L
-from pyg_dist.distributed.node_loader import rank_seeds
+from pyg_dist.loader import dist_base
+from pyg_dist.loader.dist_node_loader import rank_seeds
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.loader import _checks
 from pyg_dist.loader.link_loader import resolve_neg_sampling
@@ -77,7 +77,7 @@ def owned_link_seeds(gs, et, index: Optional[Tensor], edge_label: Optional[Tenso
     return out
 
 
-class DistLinkNeighborLoader(L.DistLoaderMixin, LinkLoader):
+class DistLinkNeighborLoader(dist_base.DistLoaderMixin, LinkLoader):
     """Mini-batches around seed edges over a partitioned graph (PyG ``LinkNeighborLoader`` API).
 
     Args:
@@ -91,7 +91,7 @@ class DistLinkNeighborLoader(L.DistLoaderMixin, LinkLoader):
             drawn uniformly; they may coincide with positive edges, as in PyG).
         time_attr: ``"time"`` (node time) or ``"edge_time"``.
         ctx, seed_split, shuffle_seed, concurrency, node_attrs, edge_attrs, timeout: As
-            :class:`~pyg_dist.distributed.node_loader.DistNeighborLoader`.
+            :class:`~pyg_dist.loader.dist_node_loader.DistNeighborLoader`.
         **kwargs: ``DataLoader`` arguments (``batch_size``, ``shuffle``, ``drop_last``, ``num_workers``).
 
     Example:
@@ -115,7 +115,7 @@ class DistLinkNeighborLoader(L.DistLoaderMixin, LinkLoader):
             raise InvalidArgumentError(_WHERE, "time_attr", time_attr, "None or an attribute name")
         if edge_label_time is not None and time_attr is None:
             raise InvalidArgumentError(_WHERE, "edge_label_time", "<tensor>", "None unless time_attr is set")
-        fs, gs, ctx = L.resolve_data(_WHERE, data, ctx, kwargs.get("num_workers", 0))
+        fs, gs, ctx = dist_base.resolve_data(_WHERE, data, ctx, kwargs.get("num_workers", 0))
         meta = gs.partition_meta
         et, index = _edge_type(meta, edge_label_index)
         neg = resolve_neg_sampling(neg_sampling, None if neg_sampling_ratio in (None, 0.0) else neg_sampling_ratio)
@@ -125,7 +125,7 @@ class DistLinkNeighborLoader(L.DistLoaderMixin, LinkLoader):
         batch_size = kwargs.get("batch_size", 1) or 1
         self.seed_share = rank_seeds(_WHERE, items, "dst", ctx, meta, et[-1], batch_size,
                                      bool(kwargs.get("drop_last", False)), seed_split, shuffle_seed)
-        neighbor_sampler = L.make_sampler(
+        neighbor_sampler = dist_base.make_sampler(
             _WHERE, gs, fs, num_neighbors, neighbor_sampler, replace=replace, subgraph_type=subgraph_type,
             disjoint=disjoint, temporal_strategy=temporal_strategy, time_attr=time_attr,
             weight_attr=weight_attr, directed=directed, concurrency=concurrency, node_attrs=node_attrs,
@@ -138,7 +138,7 @@ class DistLinkNeighborLoader(L.DistLoaderMixin, LinkLoader):
                          edge_label=mine.get("label"), edge_label_time=mine.get("time"), neg_sampling=neg,
                          transform=transform, transform_sampler_output=transform_sampler_output,
                          filter_per_worker=filter_per_worker, input_id=mine["input_id"],
-                         **L.loader_kwargs(_WHERE, kwargs, ctx, (fs, gs)))
+                         **dist_base.loader_kwargs(_WHERE, kwargs, ctx, (fs, gs)))
         if not meta.is_hetero:
             self.input_data.input_type = None  # the homogeneous boundary: no edge type downstream
 
@@ -150,5 +150,5 @@ class DistLinkNeighborLoader(L.DistLoaderMixin, LinkLoader):
         if self.transform_sampler_output:
             out = self.transform_sampler_output(out)
         triplet = self.neg_sampling is not None and self.neg_sampling.is_triplet()
-        data = L.link_batch(out, self.input_data.input_type, triplet)
+        data = dist_base.link_batch(out, self.input_data.input_type, triplet)
         return data if self.transform is None else self.transform(data)

@@ -1,40 +1,37 @@
 """``DistNeighborSampler``: PyG's neighbour sampling over a partitioned graph, one process per partition.
 
-Every process builds the sampler over its own partition's stores; building it registers the callees
-that serve this partition to peers (one-hop sampling and feature lookups), so build it BEFORE
-``init_rpc``. A batch runs as a coroutine on pyg_dist's event loop: per hop one request per remote
-partition, the local part sampled meanwhile; then one feature round.
+Every process builds the sampler over its own partition's stores. A batch runs as a coroutine on
+pyg_dist's event loop (the hop loop of :mod:`pyg_dist.sampler.hops`: per hop one request per remote
+partition, the local part sampled meanwhile), then one feature round (:mod:`.features`).
 
-Deployment (what a loader must do):
-
-* ``num_workers=0``: the trainer builds the sampler, then ``init_rpc(ctx)``.
-* ``num_workers=W>0``: in ``worker_init_fn`` each worker opens the stores of ``ctx.partition``
-  (``load_stores(root, ctx=ctx)``), builds its sampler (or calls :func:`register_callees`), then
-  ``init_rpc(ctx.for_worker(worker_id))``. A pickled sampler re-opens its folder (memory-mapped) but
-  does not serve: call :func:`register_callees` in the worker.
+Serving: every process that joins RPC answers its peers for its partition (one-hop sampling and feature
+lookups) once :func:`serve_partition` has registered the callees, which must happen before
+``init_rpc``. :func:`pyg_dist.train.dist_session` does it for the trainers (``num_workers=0``); the
+loaders' sampler workers do it in their ``worker_init_fn`` (``num_workers > 0``).
 """
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 from typing import Dict, Optional, Sequence
 
 from torch import Tensor
-from torch_geometric.sampler import BaseSampler, EdgeSamplerInput, NegativeSampling, NodeSamplerInput
 from torch_geometric.sampler.base import NumNeighbors
 
-from pyg_dist._alloc import tune_allocator
-from pyg_dist._types import HOMO_EDGE, HOMO_NODE, EdgeType, NodeType, as_typed
-from pyg_dist.distributed import features as F
-from pyg_dist.distributed.hops import DistHopOptions, PartitionGraph, sample_hops_async, serve_one_hop
-from pyg_dist.distributed.messages import (ONE_HOP_OP, DistLinkMetadata, DistNodeMetadata, DistTripletMetadata,
-                                           FeatureBatch)
-from pyg_dist.distributed.stats import SamplerStats, remote_count
+from pyg_dist._types import HOMO_EDGE, HOMO_NODE, NodeType, as_typed
 from pyg_dist.errors import InvalidArgumentError, check_choice, check_positive_int
 from pyg_dist.ops import TEMPORAL_STRATEGIES, resolve_backend
-from pyg_dist.sampler.neighbor import SUBGRAPH_TYPES, _fanouts, check_seed_time, check_typed_seed
-from pyg_dist.sampler.output import TypedSample, to_sampler_output
-from pyg_dist.sampler import seeds as S
+from pyg_dist.sampler import features
+from pyg_dist.sampler.base import SamplerBase
+from pyg_dist.sampler.graph import SamplingGraph
+from pyg_dist.sampler.hops import HopOptions, sample_hops, serve_one_hop
+from pyg_dist.sampler.links import LinkMetadata, TripletMetadata
+from pyg_dist.sampler.messages import (ONE_HOP_OP, DistLinkMetadata, DistNodeMetadata, DistTripletMetadata,
+                                       FeatureBatch)
+from pyg_dist.sampler.neighbor import SUBGRAPH_TYPES, _fanouts
+from pyg_dist.sampler.output import TypedSample
+from pyg_dist.sampler.stats import SamplerStats, remote_count
 
 _WHERE = "DistNeighborSampler"
 #: ``time_attr`` values and the level they select (the partition folder's attribute names).
@@ -42,30 +39,23 @@ TIME_ATTRS = {"time": "node", "edge_time": "edge"}
 WEIGHT_ATTR = "edge_weight"
 
 
-def register_callees(sampler_or_stores) -> None:
-    """Serves this process's partition to peers: one-hop sampling and feature lookups.
+def serve_partition(graph_store, feature_store) -> None:
+    """Serves this process's partition to its peers: one-hop sampling and feature lookups.
 
-    Call it before ``init_rpc`` (building a :class:`DistNeighborSampler` calls it). Replaces whatever
-    served these names before (one partition per process).
-
-    Args:
-        sampler_or_stores: A :class:`DistNeighborSampler`, or ``(graph_store, feature_store)``.
+    Call it in every process that joins RPC, before ``init_rpc``; it replaces whatever served these
+    names before (one partition per process).
 
     Example:
         >>> graph, feats = load_stores(root, ctx=ctx)           # doctest: +SKIP
-        >>> register_callees((graph, feats)); init_rpc(ctx)     # doctest: +SKIP
+        >>> serve_partition(graph, feats); init_rpc(ctx)        # doctest: +SKIP
     """
     from pyg_dist import rpc
-    if isinstance(sampler_or_stores, DistNeighborSampler):
-        graph, fs = sampler_or_stores._graph, sampler_or_stores.feature_store
-    elif isinstance(sampler_or_stores, (tuple, list)) and len(sampler_or_stores) == 2:
-        graph, fs = PartitionGraph.from_store(_check_graph_store(sampler_or_stores[0])), sampler_or_stores[1]
-    else:
-        raise InvalidArgumentError("register_callees", "sampler_or_stores", sampler_or_stores,
-                                   "a DistNeighborSampler or a (graph_store, feature_store) pair")
+    from pyg_dist.store import LocalFeatureStore
+    graph = SamplingGraph.from_store(_check_graph_store(graph_store))
+    if not isinstance(feature_store, LocalFeatureStore):
+        raise InvalidArgumentError("serve_partition", "feature_store", feature_store, "a LocalFeatureStore")
     rpc.register_callee(ONE_HOP_OP, functools.partial(serve_one_hop, graph), replace=True)
-    if fs is not None:
-        fs.serve(replace=True)
+    feature_store.serve(replace=True)
 
 
 def _check_graph_store(gs):
@@ -96,13 +86,13 @@ def _weighted(meta, weight_attr) -> bool:
     return True
 
 
-class DistNeighborSampler(BaseSampler):
+class DistNeighborSampler(SamplerBase):
     """Neighbour sampler over a partitioned graph (PyG ``BaseSampler``; PyG's sampling semantics).
 
     Outputs equal those of :class:`pyg_dist.sampler.NeighborSampler` on the whole (relabelled) graph:
     node lists start with the seeds, then new nodes in first-seen order; ``edge`` holds global edge
     ids; ids are GLOBAL ids of the partition folder (``load_original_ids`` maps them back).
-    ``metadata`` is PyG's plus ``features`` (a :class:`~pyg_dist.distributed.messages.FeatureBatch`):
+    ``metadata`` is PyG's plus ``features`` (a :class:`~pyg_dist.sampler.messages.FeatureBatch`):
     :class:`DistNodeMetadata`, :class:`DistLinkMetadata` or :class:`DistTripletMetadata`.
 
     Args:
@@ -123,24 +113,25 @@ class DistNeighborSampler(BaseSampler):
             where the folder has them).
         timeout: Seconds per remote call.
         stats: A :class:`SamplerStats` to count into (default: no counting).
-        serve: Register this partition's callees (:func:`register_callees`).
 
     Example:
         >>> graph, feats = load_stores("/tmp/demo-2", ctx=ctx)                     # doctest: +SKIP
-        >>> sampler = DistNeighborSampler(graph, feats, [15, 10, 5])  # before init_rpc  # doctest: +SKIP
+        >>> serve_partition(graph, feats)           # every RPC member serves its partition  # doctest: +SKIP
+        >>> sampler = DistNeighborSampler(graph, feats, [15, 10, 5])                # doctest: +SKIP
         >>> with rpc_session(ctx):                                                 # doctest: +SKIP
         ...     out = sampler.sample_from_nodes(NodeSamplerInput(None, seeds))
         ...     x = out.metadata.features.node["_N"]["x"]                          # rows of out.node
     """
+
+    _where = _WHERE
 
     def __init__(self, graph_store, feature_store, num_neighbors, *, replace: bool = False,
                  subgraph_type: str = "directional", disjoint: bool = False, temporal_strategy: str = "uniform",
                  time_attr: Optional[str] = None, weight_attr: Optional[str] = None, directed: bool = True,
                  backend: str = "auto", concurrency: int = 1, fetch_features: bool = True,
                  node_attrs: Optional[Sequence[str]] = None, edge_attrs: Optional[Sequence[str]] = None,
-                 timeout: float = 60.0, stats: Optional[SamplerStats] = None, serve: bool = True):
+                 timeout: float = 60.0, stats: Optional[SamplerStats] = None):
         meta = _check_graph_store(graph_store).partition_meta
-        tune_allocator()  # batches reuse freed memory instead of faulting it in again
         self._check_feature_store(graph_store, feature_store, fetch_features)
         subgraph_type = str(getattr(subgraph_type, "value", subgraph_type))
         check_choice(_WHERE, "subgraph_type", subgraph_type, SUBGRAPH_TYPES)
@@ -163,25 +154,24 @@ class DistNeighborSampler(BaseSampler):
         self.temporal_strategy = temporal_strategy
         self.concurrency = check_positive_int(_WHERE, "concurrency", concurrency)
         self.fetch_features, self.stats, self.timeout = bool(fetch_features), stats, float(timeout)
-        self._options = DistHopOptions(_fanouts(self.num_neighbors, self.edge_types), self.num_neighbors.num_hops,
-                                       self.replace, self.disjoint, temporal_strategy, self.time_level,
-                                       _weighted(meta, weight_attr), resolve_backend(backend, None, _WHERE),
-                                       self.timeout)
+        self._options = HopOptions(_fanouts(self.num_neighbors, self.edge_types), self.num_neighbors.num_hops,
+                                   self.replace, self.disjoint, temporal_strategy, self.time_level,
+                                   _weighted(meta, weight_attr), resolve_backend(backend, None, _WHERE), self.timeout)
         for arg, value in (("node_attrs", node_attrs), ("edge_attrs", edge_attrs)):
             if value is not None and (isinstance(value, str) or not all(isinstance(a, str) for a in value)):
                 raise InvalidArgumentError(_WHERE, arg, value, "None or a list of attribute names")
         self._explicit = (node_attrs, edge_attrs)
-        self._attr_wanted = (tuple(node_attrs or F.DEFAULT_NODE_ATTRS), tuple(edge_attrs or F.DEFAULT_EDGE_ATTRS))
-        self._setup(serve)
+        self._attr_wanted = (tuple(node_attrs or features.DEFAULT_NODE_ATTRS),
+                             tuple(edge_attrs or features.DEFAULT_EDGE_ATTRS))
+        self._setup()
 
-    def _setup(self, serve: bool) -> None:
-        self._graph = PartitionGraph.from_store(self.graph_store)
-        self._options.pools.clear()
-        self._options.pools.update({t: [] for t in self.node_types})
+    def _setup(self) -> None:
+        self._graph = SamplingGraph.from_store(self.graph_store)
+        self._options = dataclasses.replace(self._options, pools={t: [] for t in self.node_types})
         self._node_attrs, self._edge_attrs = {}, {}
         if self.fetch_features:
-            self._node_attrs = F.attrs_per_group(self.feature_store, self.node_types, self._attr_wanted[0])
-            self._edge_attrs = F.attrs_per_group(self.feature_store, self.edge_types, self._attr_wanted[1])
+            self._node_attrs = features.attrs_per_group(self.feature_store, self.node_types, self._attr_wanted[0])
+            self._edge_attrs = features.attrs_per_group(self.feature_store, self.edge_types, self._attr_wanted[1])
             for arg, given, found in (("node_attrs", self._explicit[0], self._node_attrs),
                                       ("edge_attrs", self._explicit[1], self._edge_attrs)):
                 missing = [a for a in given or () if not any(a in v for v in found.values())]
@@ -189,8 +179,6 @@ class DistNeighborSampler(BaseSampler):
                     raise InvalidArgumentError(_WHERE, arg, list(given), f"attributes the folder stores (no type "
                                                f"has {missing})")
         self._slots: Dict[int, tuple] = {}
-        if serve:
-            register_callees(self)
 
     @staticmethod
     def _check_feature_store(gs, fs, fetch: bool) -> None:
@@ -211,7 +199,7 @@ class DistNeighborSampler(BaseSampler):
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        self._setup(serve=False)
+        self._setup()
 
     @property
     def is_temporal(self) -> bool:
@@ -236,77 +224,35 @@ class DistNeighborSampler(BaseSampler):
         """Bound of one synchronous batch: a call timeout per hop, plus the feature round and slack."""
         return self.timeout * (self._options.num_hops + 2)
 
-    # ------------------------------------------------------------------ synchronous API (PyG's)
-    def sample_from_nodes(self, inputs: NodeSamplerInput, **kwargs):
-        """Samples around ``inputs.node``; returns a (Hetero)SamplerOutput with :class:`DistNodeMetadata`."""
+    def _run(self, coro):
         from pyg_dist.rpc import run_coroutine
-        return run_coroutine(self.sample_from_nodes_async(inputs), self.batch_timeout)
+        return run_coroutine(coro, self.batch_timeout)
 
-    def sample_from_edges(self, inputs: EdgeSamplerInput, neg_sampling: Optional[NegativeSampling] = None):
-        """Link batch (PyG semantics, see :mod:`pyg_dist.sampler.seeds`) with features in ``metadata``."""
-        from pyg_dist.rpc import run_coroutine
-        return run_coroutine(self.sample_from_edges_async(inputs, neg_sampling), self.batch_timeout)
-
-    def sample_typed(self, seed: Dict[NodeType, Tensor],
-                     seed_time: Optional[Dict[NodeType, Tensor]] = None) -> TypedSample:
-        """The node-level core on typed dicts (no features), as ``NeighborSampler.sample_typed``."""
-        from pyg_dist.rpc import run_coroutine
-        return run_coroutine(self.sample_typed_async(seed, seed_time), self.batch_timeout)
-
-    def lookup_rows(self, node: Dict[NodeType, Tensor], edge: Optional[Dict[EdgeType, Tensor]] = None) -> FeatureBatch:
+    def lookup_rows(self, node: Dict[NodeType, Tensor], edge=None) -> FeatureBatch:
         """Rows of typed global node / edge ids (one request per remote partition), as in a batch.
 
         Example:
             >>> fb = sampler.lookup_rows({"_N": torch.tensor([0, 9])})  # doctest: +SKIP
         """
-        from pyg_dist.rpc import run_coroutine
-        return run_coroutine(self.fetch_features_async(node, edge), self.batch_timeout)
+        return self._run(self.fetch_features_async(node, edge))
 
-    # ------------------------------------------------------------------ asynchronous core
-    async def sample_typed_async(self, seed: Dict[NodeType, Tensor],
-                                 seed_time: Optional[Dict[NodeType, Tensor]] = None) -> TypedSample:
-        """Coroutine of :meth:`sample_typed` (run it on pyg_dist's loop: ``rpc.run_coroutine``)."""
-        seed = self._check_seed(seed)
-        seed_time = self._seed_time(seed, seed_time)
-        return await sample_hops_async(self._graph, self._options, seed, seed_time, self.stats)
-
-    async def fetch_features_async(self, node: Dict[NodeType, Tensor],
-                                   edge: Optional[Dict[EdgeType, Tensor]] = None) -> FeatureBatch:
+    async def fetch_features_async(self, node: Dict[NodeType, Tensor], edge=None) -> FeatureBatch:
         """Coroutine of :meth:`lookup_rows` (attributes chosen at construction)."""
-        return await F.fetch_features_async(self.feature_store, node, edge or {}, self._node_attrs,
-                                            self._edge_attrs, self.stats)
+        return await features.fetch_features_async(self.feature_store, node, edge or {}, self._node_attrs,
+                                                   self._edge_attrs, self.stats)
 
-    async def sample_from_nodes_async(self, inputs: NodeSamplerInput):
-        """Coroutine of :meth:`sample_from_nodes`; at most ``concurrency`` batches run at once."""
-        async with self._slot():
-            ntype = inputs.input_type if self.is_hetero else HOMO_NODE
-            seed_time = None if inputs.time is None else {ntype: inputs.time}
-            sample = await self.sample_typed_async({ntype: inputs.node}, seed_time)
-            return await self._finish(sample, lambda f: DistNodeMetadata(inputs.input_id, inputs.time, f))
+    async def _hops(self, seed, seed_time, key: int) -> TypedSample:
+        return await sample_hops(self._graph, self._options, seed, seed_time, key, self.stats)
 
-    async def sample_from_edges_async(self, inputs: EdgeSamplerInput,
-                                      neg_sampling: Optional[NegativeSampling] = None):
-        """Coroutine of :meth:`sample_from_edges` (the steps of ``seeds.sample_edges``, awaited)."""
-        async with self._slot():
-            neg = NegativeSampling.cast(neg_sampling)
-            edge_type = S.check_edge_inputs(inputs, neg, self.num_nodes, self.disjoint)
-            seeds = S.link_seeds(inputs, neg, self.num_nodes, self.node_time, self.disjoint)
-            layout = S.seed_layout(seeds, edge_type, self.disjoint)
-            sample = await self.sample_typed_async(layout.seed, layout.seed_time)
-            if self.disjoint and sample.batch is not None:  # seed position -> link example -> its positive
-                num_pos = max(seeds.num_pos, 1)
-                sample.batch = {k: layout.example[k][b] % num_pos for k, b in sample.batch.items()}
-            md = S.link_metadata(inputs.input_id, seeds, layout, neg, self.disjoint)
-            wrap = DistTripletMetadata if isinstance(md, S.TripletMetadata) else DistLinkMetadata
-            return await self._finish(sample, lambda f: wrap(*md, f))
-
-    async def _finish(self, sample: TypedSample, metadata):
-        out = to_sampler_output(sample, self.is_hetero)
-        if self.subgraph_type == "bidirectional":
-            out = out.to_bidirectional()
+    async def _finish(self, out, metadata):
         node, edge = as_typed(out.node, HOMO_NODE, self.is_hetero), as_typed(out.edge, HOMO_EDGE, self.is_hetero)
-        features = await self.fetch_features_async(node, edge) if self.fetch_features else None
-        out.metadata = metadata(features)
+        fetched = await self.fetch_features_async(node, edge) if self.fetch_features else None
+        if isinstance(metadata, TripletMetadata):
+            out.metadata = DistTripletMetadata(*metadata, fetched)
+        elif isinstance(metadata, LinkMetadata):
+            out.metadata = DistLinkMetadata(*metadata, fetched)
+        else:
+            out.metadata = DistNodeMetadata(*metadata, fetched)
         if self.stats is not None:
             self.stats.batches += 1
             for t, ids in node.items():
@@ -324,13 +270,5 @@ class DistNeighborSampler(BaseSampler):
             entry = self._slots[id(loop)] = (loop, asyncio.Semaphore(self.concurrency))
         return entry[1]
 
-    # ------------------------------------------------------------------ argument checks
-    def _check_seed(self, seed) -> Dict[NodeType, Tensor]:
-        return check_typed_seed(f"{_WHERE}.sample_typed", seed, self.num_nodes)
 
-    def _seed_time(self, seed, seed_time) -> Optional[Dict[NodeType, Tensor]]:
-        return check_seed_time(f"{_WHERE}.sample_typed", seed, seed_time, self.is_temporal,
-                               self._graph.node_time)
-
-
-__all__ = ["DistNeighborSampler", "register_callees", "TIME_ATTRS", "WEIGHT_ATTR"]
+__all__ = ["DistNeighborSampler", "serve_partition", "TIME_ATTRS", "WEIGHT_ATTR"]

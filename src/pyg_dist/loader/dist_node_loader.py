@@ -15,8 +15,8 @@ from torch import Tensor
 from torch_geometric.loader import NodeLoader
 
 from pyg_dist._types import HOMO_NODE
-from pyg_dist.distributed import loader as L
-from pyg_dist.distributed.seeds_split import SeedShare, balance_seeds, share_index
+from pyg_dist.loader import dist_base
+from pyg_dist.loader.seed_split import SeedShare, balance_seeds, share_index
 from pyg_dist.errors import InvalidArgumentError, check_choice
 from pyg_dist.loader import _checks
 
@@ -71,18 +71,18 @@ def rank_seeds(where: str, items: Dict[str, Tensor], key: str, ctx, meta, ntype:
                drop_last: bool, seed_split: str, shuffle_seed: Optional[int]) -> SeedShare:
     """This rank's share of its partition's ``items``, balanced across ranks when asked."""
     check_choice(where, "seed_split", seed_split, SEED_SPLITS)
-    share, shares, bounds = L.rank_share_args(ctx, meta, ntype)
+    share, shares, bounds = dist_base.rank_share_args(ctx, meta, ntype)
     pos = share_index(items[key], share, shares, bounds)
     items = {k: v[pos] for k, v in items.items()}
     if seed_split == "balanced":
         return balance_seeds(items, batch_size, drop_last, shuffle_seed=shuffle_seed, what=f"{where} seeds")
-    from pyg_dist.distributed.seeds_split import BalancePlan
+    from pyg_dist.loader.seed_split import BalancePlan
     n = items[key].numel()
     batches = n // batch_size if drop_last else -(-n // batch_size)
     return SeedShare(items, batches, BalancePlan(batches, (n,), (n,), (), (0,)))
 
 
-class DistNeighborLoader(L.DistLoaderMixin, NodeLoader):
+class DistNeighborLoader(dist_base.DistLoaderMixin, NodeLoader):
     """Mini-batches of sampled neighbourhoods over a partitioned graph (PyG ``NeighborLoader`` API).
 
     Args:
@@ -98,7 +98,7 @@ class DistNeighborLoader(L.DistLoaderMixin, NodeLoader):
             ``weight_attr``: ``"edge_weight"``).
         transform / transform_sampler_output / filter_per_worker: As PyG's.
         is_sorted: Accepted for PyG compatibility; partitions are always sorted.
-        neighbor_sampler: A ready :class:`~pyg_dist.distributed.DistNeighborSampler`.
+        neighbor_sampler: A ready :class:`~pyg_dist.sampler.dist_neighbor.DistNeighborSampler`.
         ctx: This process's context (default: from ``data`` or torchrun's environment).
         seed_split: ``"balanced"`` (equal batch counts on every rank, collective; default) or
             ``"partition"`` (this rank's co-located share only, no collective; e.g. evaluation).
@@ -125,14 +125,14 @@ class DistNeighborLoader(L.DistLoaderMixin, NodeLoader):
                  concurrency: int = 1, node_attrs=None, edge_attrs=None, timeout: float = 60.0, **kwargs):
         _checks.check_loader_kwargs(_WHERE, kwargs)
         _checks.check_time_args(_WHERE, "input_time", input_time, time_attr, both=False)
-        fs, gs, ctx = L.resolve_data(_WHERE, data, ctx, kwargs.get("num_workers", 0))
+        fs, gs, ctx = dist_base.resolve_data(_WHERE, data, ctx, kwargs.get("num_workers", 0))
         meta = gs.partition_meta
         ntype, spec = _node_input(_WHERE, meta, input_nodes)
         items = owned_node_seeds(_WHERE, fs, gs, ntype, spec, input_time)
         batch_size = kwargs.get("batch_size", 1) or 1
         self.seed_share = rank_seeds(_WHERE, items, "node", ctx, meta, ntype, batch_size,
                                      bool(kwargs.get("drop_last", False)), seed_split, shuffle_seed)
-        neighbor_sampler = L.make_sampler(
+        neighbor_sampler = dist_base.make_sampler(
             _WHERE, gs, fs, num_neighbors, neighbor_sampler, replace=replace, subgraph_type=subgraph_type,
             disjoint=disjoint, temporal_strategy=temporal_strategy, time_attr=time_attr,
             weight_attr=weight_attr, directed=directed, concurrency=concurrency, node_attrs=node_attrs,
@@ -143,7 +143,7 @@ class DistNeighborLoader(L.DistLoaderMixin, NodeLoader):
         super().__init__(data=(fs, gs), node_sampler=neighbor_sampler, input_nodes=nodes,
                          input_time=mine.get("time"), transform=transform,
                          transform_sampler_output=transform_sampler_output, filter_per_worker=filter_per_worker,
-                         input_id=mine["input_id"], **L.loader_kwargs(_WHERE, kwargs, ctx, (fs, gs)))
+                         input_id=mine["input_id"], **dist_base.loader_kwargs(_WHERE, kwargs, ctx, (fs, gs)))
 
     def _start_batch(self, index):
         return self.node_sampler.sample_from_nodes_async(self.input_data[index])
@@ -152,5 +152,5 @@ class DistNeighborLoader(L.DistLoaderMixin, NodeLoader):
         """Builds the ``Data`` / ``HeteroData`` batch from the sample and its fetched rows."""
         if self.transform_sampler_output:
             out = self.transform_sampler_output(out)
-        data = L.node_batch(out, self.input_data.input_type)
+        data = dist_base.node_batch(out, self.input_data.input_type)
         return data if self.transform is None else self.transform(data)

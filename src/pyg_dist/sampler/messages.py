@@ -8,18 +8,18 @@ the sampler does not fetch features), always last: PyG's ``filter_fn`` code that
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, NamedTuple, Optional
+from typing import Dict, NamedTuple, Optional, Tuple
 
 from torch import Tensor
 
 from pyg_dist._types import EdgeType, NodeType
 from pyg_dist.ops import OneHop
 
-#: Name of the callee that samples one hop for a remote partition (see :func:`register_callees`).
+#: Name of the callee that samples one hop for a remote partition (see :func:`~pyg_dist.sampler.dist_neighbor.serve_partition`).
 ONE_HOP_OP = "pyg_dist.one_hop"
 
 
-@dataclass
+@dataclass(frozen=True)
 class HopTask:
     """One edge type's share of a hop: sample in-neighbours of ``seeds`` (GLOBAL destination ids).
 
@@ -27,15 +27,26 @@ class HopTask:
         edge_type: The typed edge type (homogeneous: ``("_N", "_E", "_N")``).
         seeds: int64 global ids of destinations the receiving partition holds in-edges for.
         num_neighbors: Fanout (``-1`` = all).
+        key: The random key of this hop and edge type (:mod:`pyg_dist.ops.keys`): every partition
+            draws seed ``v``'s neighbours from the same stream, wherever ``v`` is sampled.
         seed_time: One timestamp per seed (temporal sampling), or ``None``.
+        batch: The subgraph of each seed (disjoint sampling), or ``None``.
     """
     edge_type: EdgeType
     seeds: Tensor
     num_neighbors: int
+    key: int = 0
     seed_time: Optional[Tensor] = None
+    batch: Optional[Tensor] = None
+
+    def subset(self, pos: Tensor) -> "HopTask":
+        """The task restricted to positions ``pos`` of its seeds."""
+        pick = (lambda t: None if t is None else t.index_select(0, pos))
+        return HopTask(self.edge_type, self.seeds.index_select(0, pos), self.num_neighbors, self.key,
+                       pick(self.seed_time), pick(self.batch))
 
 
-@dataclass
+@dataclass(frozen=True)
 class OneHopRequest:
     """Everything one partition asks another to sample in one hop (all edge types at once).
 
@@ -48,19 +59,19 @@ class OneHopRequest:
         weighted: Use the edge weights of the folder (``edge_weight``).
     """
     partition: int
-    tasks: List[HopTask]
+    tasks: Tuple[HopTask, ...]
     replace: bool = False
     temporal_strategy: str = "uniform"
     time_level: Optional[str] = None
     weighted: bool = False
 
 
-@dataclass
+@dataclass(frozen=True)
 class OneHopReply:
     """The answer to a :class:`OneHopRequest`: one :class:`~pyg_dist.ops.OneHop` per task, in order
     (neighbours and GLOBAL edge ids grouped by seed, in seed order)."""
     partition: int
-    results: List[OneHop]
+    results: Tuple[OneHop, ...]
 
 
 @dataclass

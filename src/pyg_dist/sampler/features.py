@@ -9,8 +9,8 @@ from typing import Dict, Optional, Sequence
 from torch import Tensor
 
 from pyg_dist._types import EdgeType, NodeType
-from pyg_dist.distributed.messages import FeatureBatch
-from pyg_dist.distributed.stats import SamplerStats, remote_count
+from pyg_dist.sampler.messages import FeatureBatch
+from pyg_dist.sampler.stats import SamplerStats, remote_count
 
 #: Attributes fetched by default, where the folder has them.
 DEFAULT_NODE_ATTRS = ("x", "y", "time")

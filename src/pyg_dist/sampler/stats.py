@@ -41,7 +41,7 @@ class SamplerStats:
     bytes_received: int = 0
 
     def record_hop(self, plan, sent: int, received: int) -> None:
-        """Adds one hop's routing (a :class:`~pyg_dist.distributed.plan.HopPlan`) and payload bytes."""
+        """Adds one hop's routing (a :class:`~pyg_dist.sampler.plan.HopPlan`) and payload bytes."""
         remote = plan.num_remote_seeds
         self.hop_seeds_remote += remote
         self.hop_seeds_local += sum(r.size for r in plan.routes) - remote
