@@ -187,3 +187,40 @@ def test_several_worker_loaders_at_once(tmp_path):
             assert len(seeds) == len(set(seeds))
             assert len(_expected(data, mask)) - len(seeds) < (2 if name == "train" else 1)
             assert set(seeds) <= _expected(data, mask)
+
+
+def _loaders_in_other_orders(rank, world_size, root):
+    from pyg_dist.loader.dist_node_loader import DistNeighborLoader
+    from pyg_dist.loader import workers
+    from pyg_dist.train import TrainConfig, dist_session
+    with dist_session(TrainConfig(str(root), num_workers=1, timeout=60)) as env:
+        if rank == 1:
+            next(workers._WORKER_WORLDS)  # rank 1 "built" a loader with workers that rank 0 did not
+        DistNeighborLoader(env, [2], input_nodes="train_mask", batch_size=8, num_workers=1)
+
+
+@pytest.mark.timeout(180)
+def test_loaders_built_in_other_orders_fail_with_both_indices(tmp_path):
+    """The k-th loader with workers rendezvouses on a port the ranks agree on; ranks that built their
+    loaders in different orders get a typed error naming both indices, never a hang."""
+    from pyg_dist.testing import RankFailedError
+    data = pyg_dist.synthetic_graph(300, 4, num_features=4, seed=1)
+    Partitioner(data, 2, method="random").save(tmp_path / "p2", progress=False)
+    with pytest.raises(RankFailedError, match=r"loader order.*#0.*#1|loader order.*#1.*#0"):
+        spawn_world(2, _loaders_in_other_orders, tmp_path / "p2", timeout=150)
+
+
+@pytest.mark.timeout(120)
+def test_stop_workers_ends_persistent_workers_of_this_torch():
+    """The one use of torch's private DataLoader API: if torch changes it, this fails loudly."""
+    from torch.utils.data import DataLoader
+
+    from pyg_dist.loader.workers import stop_workers
+    loader = DataLoader(list(range(8)), batch_size=2, num_workers=2, persistent_workers=True)
+    assert sum(len(b) for b in loader) == 8
+    procs = list(loader._iterator._workers)
+    assert len(procs) == 2 and all(p.is_alive() for p in procs)
+    stop_workers(loader)
+    assert loader._iterator is None and not any(p.is_alive() for p in procs)
+    assert sum(len(b) for b in loader) == 8  # a new epoch starts fresh workers
+    stop_workers(loader)

@@ -184,12 +184,13 @@ class DistContext:
                                        f"a trainer context (this is already worker {self.worker_id})")
         return dataclasses.replace(self, worker_id=worker_id)
 
-    def for_loader(self, index: int, num_workers: int) -> "DistContext":
+    def for_loader(self, index: int, num_workers: int, port: Optional[int] = None) -> "DistContext":
         """The trainer context of the ``index``-th loader with sampler workers in this process.
 
         Every such loader has its own worker RPC world (its workers are its members), rendezvousing on
-        ``rpc_port + index``, so a training loader and evaluation loaders can all keep workers alive
-        at once. ``num_workers`` is that loader's (it may differ from this context's).
+        ``port`` (default ``rpc_port + index``; the loaders agree on it across ranks, see
+        :func:`pyg_dist.loader.workers.agree_world`), so a training loader and evaluation loaders can all
+        keep workers alive at once. ``num_workers`` is that loader's (it may differ from this context's).
 
         Example:
             >>> t = DistContext(rank=0, world_size=2, num_partitions=2, master_port=29500, num_workers=2)
@@ -202,7 +203,7 @@ class DistContext:
         if self.num_workers == 0 or self.worker_id is not None:
             raise InvalidArgumentError(where, "ctx", self, "a trainer context with num_workers > 0 "
                                        "(TrainConfig.num_workers): its trainers stay out of RPC")
-        port = self.rpc_port + index
+        port = self.rpc_port + index if port is None else port
         if port > 65535 or port == self.master_port:
             raise InvalidArgumentError(where, "index", index,
                                        f"a loader index whose port rpc_port + index = {port} is a free TCP "

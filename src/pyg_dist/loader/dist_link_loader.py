@@ -13,7 +13,8 @@ from torch import Tensor
 from torch_geometric.loader import LinkLoader
 
 from pyg_dist._types import HOMO_EDGE
-from pyg_dist.loader import dist_base
+from pyg_dist.loader import dist_base, workers
+from pyg_dist.loader.batch import link_batch
 from pyg_dist.loader.dist_node_loader import rank_seeds
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.loader import _checks
@@ -138,7 +139,7 @@ class DistLinkNeighborLoader(dist_base.DistLoaderMixin, LinkLoader):
                          edge_label=mine.get("label"), edge_label_time=mine.get("time"), neg_sampling=neg,
                          transform=transform, transform_sampler_output=transform_sampler_output,
                          filter_per_worker=filter_per_worker, input_id=mine["input_id"],
-                         **dist_base.loader_kwargs(_WHERE, kwargs, ctx, (fs, gs)))
+                         **workers.loader_kwargs(_WHERE, kwargs, ctx, (fs, gs)))
         if not meta.is_hetero:
             self.input_data.input_type = None  # the homogeneous boundary: no edge type downstream
 
@@ -150,5 +151,5 @@ class DistLinkNeighborLoader(dist_base.DistLoaderMixin, LinkLoader):
         if self.transform_sampler_output:
             out = self.transform_sampler_output(out)
         triplet = self.neg_sampling is not None and self.neg_sampling.is_triplet()
-        data = dist_base.link_batch(out, self.input_data.input_type, triplet)
+        data = link_batch(out, self.input_data.input_type, triplet)
         return data if self.transform is None else self.transform(data)

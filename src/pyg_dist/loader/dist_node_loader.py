@@ -15,7 +15,8 @@ from torch import Tensor
 from torch_geometric.loader import NodeLoader
 
 from pyg_dist._types import HOMO_NODE
-from pyg_dist.loader import dist_base
+from pyg_dist.loader import dist_base, workers
+from pyg_dist.loader.batch import node_batch
 from pyg_dist.loader.seed_split import SeedShare, balance_seeds, share_index
 from pyg_dist.errors import InvalidArgumentError, check_choice
 from pyg_dist.loader import _checks
@@ -143,7 +144,7 @@ class DistNeighborLoader(dist_base.DistLoaderMixin, NodeLoader):
         super().__init__(data=(fs, gs), node_sampler=neighbor_sampler, input_nodes=nodes,
                          input_time=mine.get("time"), transform=transform,
                          transform_sampler_output=transform_sampler_output, filter_per_worker=filter_per_worker,
-                         input_id=mine["input_id"], **dist_base.loader_kwargs(_WHERE, kwargs, ctx, (fs, gs)))
+                         input_id=mine["input_id"], **workers.loader_kwargs(_WHERE, kwargs, ctx, (fs, gs)))
 
     def _start_batch(self, index):
         return self.node_sampler.sample_from_nodes_async(self.input_data[index])
@@ -152,5 +153,5 @@ class DistNeighborLoader(dist_base.DistLoaderMixin, NodeLoader):
         """Builds the ``Data`` / ``HeteroData`` batch from the sample and its fetched rows."""
         if self.transform_sampler_output:
             out = self.transform_sampler_output(out)
-        data = dist_base.node_batch(out, self.input_data.input_type)
+        data = node_batch(out, self.input_data.input_type)
         return data if self.transform is None else self.transform(data)

@@ -1,0 +1,89 @@
+"""Building ``Data`` / ``HeteroData`` batches from a distributed sample and its fetched rows.
+
+One code path: :func:`_slot` is the only place that knows a homogeneous batch is a ``Data`` (its one
+node / edge type maps to the object itself). Fields follow PyG's loaders.
+"""
+from __future__ import annotations
+
+from typing import Optional, Union
+
+import torch
+from torch_geometric.data import Data, HeteroData
+from torch_geometric.sampler import HeteroSamplerOutput, SamplerOutput
+
+from pyg_dist._types import HOMO_EDGE, HOMO_NODE, as_typed
+
+
+def _slot(data: Union[Data, HeteroData], key):
+    """Where a typed key's attributes live: the ``Data`` itself, or ``data[key]``."""
+    return data if isinstance(data, Data) else data[key]
+
+
+def graph_batch(out: Union[SamplerOutput, HeteroSamplerOutput]) -> Union[Data, HeteroData]:
+    """The subgraph part of a batch: edges, node and edge rows of ``metadata.features``, ids, counts."""
+    hetero = isinstance(out, HeteroSamplerOutput)
+    data = HeteroData() if hetero else Data()
+    node = as_typed(out.node, HOMO_NODE, hetero)
+    row, col = as_typed(out.row, HOMO_EDGE, hetero), as_typed(out.col, HOMO_EDGE, hetero)
+    edge = as_typed(out.edge, HOMO_EDGE, hetero) if out.edge is not None else {}
+    features = getattr(out.metadata, "features", None)
+    for t, ids in node.items():
+        store = _slot(data, t)
+        for name, value in (features.node.get(t, {}) if features is not None else {}).items():
+            store[name] = value
+        store.n_id = ids
+        if not hetero:
+            data.num_nodes = ids.numel()
+        else:
+            store.num_nodes = ids.numel()
+    for et in row:
+        store = _slot(data, et)
+        store.edge_index = torch.stack([row[et], col[et]])
+        for name, value in (features.edge.get(et, {}) if features is not None else {}).items():
+            store[name] = value
+        if et in edge and edge[et] is not None:
+            store.e_id = edge[et].to(torch.long)
+    if hetero:
+        data.set_value_dict("batch", out.batch)
+        data.set_value_dict("num_sampled_nodes", out.num_sampled_nodes)
+        data.set_value_dict("num_sampled_edges", out.num_sampled_edges)
+    else:
+        data.batch = out.batch
+        data.num_sampled_nodes = out.num_sampled_nodes
+        data.num_sampled_edges = out.num_sampled_edges
+    return data
+
+
+def node_batch(out, input_type: Optional[str]) -> Union[Data, HeteroData]:
+    """A node-level batch: :func:`graph_batch` plus ``input_id``, ``seed_time``, ``batch_size``."""
+    data = graph_batch(out)
+    store = _slot(data, input_type or HOMO_NODE)
+    md = out.metadata
+    store.input_id = md.input_id
+    store.seed_time = md.seed_time
+    store.batch_size = md.input_id.size(0)
+    return data
+
+
+def link_batch(out, input_type, triplet: bool) -> Union[Data, HeteroData]:
+    """A link-level batch: :func:`graph_batch` plus PyG's link metadata (binary or triplet)."""
+    data = graph_batch(out)
+    md = out.metadata
+    et = tuple(input_type) if input_type is not None else HOMO_EDGE
+    _slot(data, et).input_id = md.input_id
+    if not triplet:
+        store = _slot(data, et)
+        store.edge_label_index = md.edge_label_index
+        store.edge_label = md.edge_label
+        store.edge_label_time = md.edge_label_time
+        return data
+    src, dst = _slot(data, et[0]), _slot(data, et[-1])
+    src.src_index = md.src_index
+    dst.dst_pos_index = md.dst_pos_index
+    dst.dst_neg_index = md.dst_neg_index
+    src.seed_time = md.seed_time
+    dst.seed_time = md.seed_time
+    return data
+
+
+__all__ = ["graph_batch", "node_batch", "link_batch"]

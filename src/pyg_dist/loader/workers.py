@@ -1,0 +1,122 @@
+"""Sampler workers of the distributed loaders (``num_workers > 0``).
+
+Each loader with workers gets its own worker RPC world: its DataLoader workers are the members (RPC rank
+``rank * W + worker_id``), they serve their trainer's partition and sample, and they leave the world when
+they exit. The ranks agree on the world's rendezvous port when the loader is built (:func:`agree_world`,
+one small collective): loaders must be built in the same order on every rank, and a mismatch is a typed
+error naming both ranks' loader indices instead of a hang.
+
+The one place that touches torch ``DataLoader`` internals is :func:`stop_workers` (tested against the
+installed torch, so a change in torch fails loudly).
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+from typing import Any, Callable, Optional
+
+from pyg_dist.context import DistContext
+from pyg_dist.errors import InvalidArgumentError
+
+LOG = logging.getLogger("pyg_dist")
+
+#: Loaders with workers built so far in this process: the next one's index.
+_WORKER_WORLDS = itertools.count()
+
+
+def _port_proposal(ctx: DistContext, index: int) -> int:
+    """``rpc_port + index`` when free here, else a port the OS says is free (rank 0 proposes)."""
+    from pyg_dist.rpc import check_port_free
+    from pyg_dist.testing import free_port
+    port = ctx.rpc_port + index
+    try:
+        if port <= 65535 and port != ctx.master_port:
+            check_port_free(port)
+            return port
+    except InvalidArgumentError:
+        pass
+    return free_port(ctx.master_addr)
+
+
+def agree_world(where: str, ctx: DistContext, index: int, num_workers: int) -> DistContext:
+    """The trainer context of this process's ``index``-th loader with workers, agreed by every rank.
+
+    With a process group of several ranks, every rank sends its loader index and rank 0 a free port
+    (``rpc_port + index`` when free); all ranks then use rank 0's port. Without one, ``rpc_port + index``.
+
+    Raises:
+        InvalidArgumentError: the ranks built their loaders in different orders (names both indices).
+    """
+    import torch.distributed as dist
+    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+        return ctx.for_loader(index, num_workers)
+    mine = [index, _port_proposal(ctx, index) if dist.get_rank() == 0 else None]
+    every = [None] * dist.get_world_size()
+    dist.all_gather_object(every, mine)
+    for rank, (other, _) in enumerate(every):
+        if other != index:
+            raise InvalidArgumentError(where, "loader order", f"rank {dist.get_rank()} builds its loader #{index}, "
+                                       f"rank {rank} its loader #{other}",
+                                       "the same loaders with workers built in the same order on every rank")
+    return ctx.for_loader(index, num_workers, port=every[0][1])
+
+
+def loader_kwargs(where: str, kwargs: dict, ctx: DistContext, stores) -> dict:
+    """DataLoader kwargs for the deployment: workers serve and join RPC; they must be persistent."""
+    workers = kwargs.get("num_workers", 0)
+    if workers == 0:
+        return kwargs
+    if kwargs.get("persistent_workers") is False:
+        raise InvalidArgumentError(where, "persistent_workers", False,
+                                   "True (or unset) with num_workers > 0: the workers are members of the "
+                                   "RPC world and must live as long as the loader")
+    out = dict(kwargs, persistent_workers=True)
+    world = agree_world(where, ctx, next(_WORKER_WORLDS), workers)
+    out["worker_init_fn"] = WorkerSetup(world, stores, kwargs.get("worker_init_fn"))
+    return out
+
+
+def stop_workers(loader) -> None:
+    """Stops a DataLoader's persistent workers now (the one use of torch's private iterator API)."""
+    it = getattr(loader, "_iterator", None)
+    if it is not None and hasattr(it, "_shutdown_workers"):
+        it._shutdown_workers()
+    loader._iterator = None
+
+
+class WorkerSetup:
+    """``worker_init_fn`` for ``num_workers > 0``: serve the partition, join RPC, leave it at exit."""
+
+    def __init__(self, ctx: DistContext, stores, user_fn: Optional[Callable[[int], Any]] = None,
+                 timeout: float = 120.0):
+        self.ctx, self.stores, self.user_fn, self.timeout = ctx, stores, user_fn, timeout
+
+    def __call__(self, worker_id: int) -> None:
+        from multiprocessing import util
+
+        from pyg_dist import rpc
+        from pyg_dist._alloc import tune_allocator
+        from pyg_dist.sampler.dist_neighbor import serve_partition
+
+        fs, gs = self.stores
+        tune_allocator()
+        serve_partition(gs, fs)
+        rpc.init_rpc(self.ctx.for_worker(worker_id), timeout=self.timeout)
+        util.Finalize(None, _leave_rpc, args=(os.getppid(),), exitpriority=100)
+        if self.user_fn is not None:
+            self.user_fn(worker_id)
+
+
+def _leave_rpc(parent: int) -> None:
+    """Leaves RPC at worker exit: gracefully when the trainer stopped us; at once when it died (a
+    forked worker holds the trainer's sockets, so lingering would hide its death from its peers)."""
+    from pyg_dist import rpc
+    orphan = os.getppid() != parent
+    try:
+        rpc.shutdown_rpc(graceful=not orphan, timeout=5.0 if orphan else 60.0)
+    except Exception as exc:  # noqa: BLE001 -- a worker exiting cannot raise to anyone; say it loudly
+        LOG.error("sampler worker left RPC uncleanly: %s", exc)
+
+
+__all__ = ["agree_world", "loader_kwargs", "stop_workers", "WorkerSetup"]
