@@ -59,9 +59,9 @@ def test_logging_per_rank_and_progress_off_without_a_terminal(capsys):
 
 
 def test_warmup_announces_a_slow_load(caplog):
-    from pyg_dist.ops import numba_available, warmup
+    from pyg_dist.ops import numba_available, numba_unavailable_reason, warmup
     if not numba_available():
-        pytest.skip("numba is not installed")
+        pytest.skip(f"needs the numba kernels: {numba_unavailable_reason()}")
     with caplog.at_level(logging.INFO, logger="pyg_dist"):
         warmup(announce_after=0.0)
     text = caplog.text

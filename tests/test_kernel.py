@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from pyg_dist.errors import InvalidArgumentError
-from pyg_dist.ops import CSC, available_backends, make_relabeler, one_hop
+from pyg_dist.ops import CSC, available_backends, make_relabeler, numba_unavailable_reason, one_hop
 
 BACKENDS = [b for b in ("numba", "torch") if b in available_backends()]
 
@@ -134,7 +134,7 @@ def test_relabel_first_seen_order(backend):
 
 def test_relabel_hash_grows_and_dense_pool_is_reset():
     if "numba" not in BACKENDS:
-        pytest.skip("numba is not installed")
+        pytest.skip(f"needs the numba kernels: {numba_unavailable_reason()}")
     ids = torch.randint(0, 5000, (20000,), generator=torch.Generator().manual_seed(0))
     d = make_relabeler(5000, disjoint=True, backend="numba")
     local = d.add(ids, ids % 3)
@@ -149,7 +149,7 @@ def test_relabel_hash_grows_and_dense_pool_is_reset():
 
 def test_numba_and_torch_agree_on_counts_and_numba_is_thread_independent():
     if "numba" not in BACKENDS:
-        pytest.skip("numba is not installed")
+        pytest.skip(f"needs the numba kernels: {numba_unavailable_reason()}")
     ei, n = _random_graph(seed=7)
     csc = CSC.from_edge_index(ei, n)
     seeds = torch.arange(n)

@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader, Dataset
 from torch_geometric.sampler import NodeSamplerInput
 
 from pyg_dist.datasets import synthetic_graph
-from pyg_dist.ops import CSC, available_backends, one_hop
+from pyg_dist.ops import CSC, available_backends, numba_unavailable_reason, one_hop
 from pyg_dist.sampler import NeighborSampler
 
 
@@ -40,7 +40,7 @@ def test_sampling_in_dataloader_workers(context):
     if context not in mp.get_all_start_methods():
         pytest.skip(f"start method {context} is not available on this platform")
     if "numba" not in available_backends():
-        pytest.skip("numba is not installed")
+        pytest.skip(f"needs the numba kernels: {numba_unavailable_reason()}")
     data = synthetic_graph(400, 6, seed=2)
     sampler = NeighborSampler(data, [5, 3], backend="numba")
     csc = sampler.graph.csc[("_N", "_E", "_N")]

@@ -176,18 +176,20 @@ def test_filter_false_negatives(homo):
 @pytest.mark.parametrize("mode", ["binary", "triplet"])
 @pytest.mark.parametrize("kind", ["homo", "hetero"])
 def test_fields_equal_pyg_loader(mode, kind, homo, hetero):
-    """Our loader == PyG's LinkNeighborLoader driven by the same sampler (same RNG state)."""
+    """Our loader == PyG's LinkNeighborLoader building the batch (its filter_fn) from the same seed edges and key."""
     from pyg_dist.sampler.neighbor import NeighborSampler
     data, edges = (homo, None) if kind == "homo" else (hetero, ("paper", "to", "author"))
     neg = NegativeSampling(mode, 2)
     ours = pyg_dist.LinkNeighborLoader(data, [-1, 2], edge_label_index=edges, batch_size=64, shuffle=True,
-                                       neg_sampling=neg)
-    theirs = PyGLinkNeighborLoader(data, [-1, 2], edge_label_index=edges, batch_size=64, shuffle=True,
+                                       neg_sampling=neg, seed=3)
+    theirs = PyGLinkNeighborLoader(data, [-1, 2], edge_label_index=edges, batch_size=64,
                                    neg_sampling=neg, neighbor_sampler=NeighborSampler(data, [-1, 2]))
-    torch.manual_seed(3)
     got = list(ours)
-    torch.manual_seed(3)
-    want = list(theirs)
+    plan = ours.batch_plan
+    order = plan.order(plan.epoch).tolist()
+    want = [theirs.filter_fn(theirs.link_sampler.sample_from_edges(
+        theirs.input_data[order[i * 64:(i + 1) * 64]], neg_sampling=theirs.neg_sampling,
+        key=plan.batch_key(plan.epoch, i))) for i in range(len(plan))]
     assert len(got) == len(want) > 1
     for a, b in zip(got, want):
         assert len(a.stores) == len(b.stores)

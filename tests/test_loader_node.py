@@ -76,21 +76,22 @@ def _assert_batches_equal(a, b):
 
 @pytest.mark.parametrize("kind", ["homo", "hetero"])
 def test_fields_equal_pyg_loader(kind, homo, hetero):
-    """Our loader == PyG's NeighborLoader driven by the same sampler (same RNG state)."""
+    """Our loader == PyG's NeighborLoader building the batch (its filter_fn) from the same seeds and key."""
     from pyg_dist.sampler.neighbor import NeighborSampler
     data = homo if kind == "homo" else hetero
     inputs = data.train_mask if kind == "homo" else ("paper", data["paper"].train_mask)
     fan = [-1, 3]
-    ours = pyg_dist.NeighborLoader(data, fan, input_nodes=inputs, batch_size=40, shuffle=True)
-    theirs = PyGNeighborLoader(data, fan, input_nodes=inputs, batch_size=40, shuffle=True,
+    ours = pyg_dist.NeighborLoader(data, fan, input_nodes=inputs, batch_size=40, shuffle=True, seed=11)
+    theirs = PyGNeighborLoader(data, fan, input_nodes=inputs, batch_size=40,
                                neighbor_sampler=NeighborSampler(data, fan))
-    torch.manual_seed(11)
     got = list(ours)
-    torch.manual_seed(11)
-    want = list(theirs)
-    assert len(got) == len(want) > 1
-    for a, b in zip(got, want):
-        _assert_batches_equal(a, b)
+    plan = ours.batch_plan
+    order = plan.order(plan.epoch).tolist()
+    assert len(got) == len(plan) > 1
+    for i, a in enumerate(got):
+        idx = order[i * 40:(i + 1) * 40]
+        out = theirs.node_sampler.sample_from_nodes(theirs.input_data[idx], key=plan.batch_key(plan.epoch, i))
+        _assert_batches_equal(a, theirs.filter_fn(out))
 
 
 def test_every_seed_once_per_epoch_with_shuffle(homo):
@@ -193,3 +194,61 @@ def test_hetero_argument_errors_are_typed(hetero):
             pyg_dist.NeighborLoader(hetero, [2], input_nodes=bad)
     with pytest.raises(InvalidArgumentError, match="data"):
         pyg_dist.NeighborLoader({"x": 1}, [2])
+
+
+def test_repeated_seeds_have_pyg_layout_and_the_same_outputs(homo):
+    """Oversampled input_nodes: the batch's first rows are the seeds as given (repeats included), y is the
+    original, and a GNN's output for every repeat equals its output for the first occurrence."""
+    from torch_geometric.nn import GraphSAGE
+
+    from pyg_dist.testing import check_repeats, first_occurrence
+    train = homo.train_mask.nonzero().view(-1)
+    seeds = torch.cat([train, train[:40], train[5:15], train[:3]])
+    torch.manual_seed(0)
+    model = GraphSAGE(homo.num_features, 16, 2, 4).eval()
+    loader = pyg_dist.NeighborLoader(homo, [5, 3], input_nodes=seeds, batch_size=64, shuffle=True)
+    positions, repeats = [], 0
+    for batch in loader:
+        bs = batch.batch_size
+        got, _ = check_repeats(batch.n_id, batch.edge_index, bs, seeds[batch.input_id])
+        repeats += got
+        assert torch.equal(batch.y[:bs], homo.y[seeds[batch.input_id]]) and torch.equal(batch.x, homo.x[batch.n_id])
+        with torch.no_grad():
+            out = model(batch.x, batch.edge_index)[:bs]
+        assert torch.equal(out, out[first_occurrence(batch.n_id[:bs])])
+        positions.append(batch.input_id)
+    assert repeats > 0 and torch.equal(torch.cat(positions).sort().values, torch.arange(seeds.numel()))
+
+
+def test_repeated_seeds_hetero_and_full_fanout(hetero):
+    from pyg_dist.testing import check_repeats
+    papers = hetero["paper"].train_mask.nonzero().view(-1)[:20]
+    seeds = torch.cat([papers, papers.flip(0)[:7]])
+    loader = pyg_dist.NeighborLoader(hetero, [-1, -1], input_nodes=("paper", seeds), batch_size=seeds.numel())
+    batch = next(iter(loader))
+    assert batch["paper"].batch_size == seeds.numel()
+    checked = 0
+    for et in batch.edge_types:
+        if et[-1] == "paper":
+            checked += check_repeats(batch["paper"].n_id, batch[et].edge_index, seeds.numel(), seeds,
+                                     batch[et[0]].n_id)[1]
+    assert checked > 0
+    assert torch.equal(batch["paper"].y[:seeds.numel()], hetero["paper"].y[seeds])
+
+
+@pytest.mark.timeout(120)
+def test_batches_are_the_same_whatever_the_workers(homo):
+    """With a fixed loader seed, every epoch's batches are bit-identical with 0 or 2 workers, persistent or
+    not (keys travel with the index batches; the global RNG does not matter)."""
+    def epochs(**kw):
+        torch.manual_seed(kw.get("num_workers", 0) + 10 * kw.get("persistent_workers", False))
+        loader = pyg_dist.NeighborLoader(homo, [4, 2], input_nodes=homo.train_mask, batch_size=32, shuffle=True,
+                                         seed=9, **kw)
+        return [(b.n_id.clone(), b.edge_index.clone()) for _ in range(2) for b in loader]
+
+    want = epochs()
+    for kw in (dict(num_workers=2), dict(num_workers=2, persistent_workers=True)):
+        got = epochs(**kw)
+        assert len(got) == len(want) and all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+                                             for a, b in zip(got, want)), kw
+    assert not torch.equal(want[0][0], want[len(want) // 2][0])  # epoch 2 is another permutation

@@ -22,6 +22,13 @@ def check_data(where: str, data: Any, has_sampler: bool) -> None:
                                    "a torch_geometric Data or HeteroData (or pass neighbor_sampler=)")
 
 
+def check_seed(where: str, seed: Any) -> Optional[int]:
+    """A loader's ``seed``: ``None`` or an int."""
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        raise InvalidArgumentError(where, "seed", seed, "None or an int")
+    return seed
+
+
 def check_num_neighbors(where: str, num_neighbors: Any) -> None:
     """The container of ``num_neighbors`` (its values are checked by the sampler)."""
     from torch_geometric.sampler.base import NumNeighbors

@@ -80,10 +80,10 @@ class DistLoaderMixin:
         """The coroutine sampling one index batch (the loader's own ``collate_fn``, awaitable)."""
         raise NotImplementedError
 
-    def _get_iterator(self):
+    def __iter__(self):
         from pyg_dist.loader.prefetch import prefetch_iterator
         it = prefetch_iterator(self, self._start_batch)
-        return it if it is not None else super()._get_iterator()
+        return it if it is not None else super().__iter__()
 
     @property
     def num_batches(self) -> int:

@@ -14,6 +14,7 @@ from torch_geometric.loader import LinkLoader
 
 from pyg_dist._types import HOMO_EDGE
 from pyg_dist.loader import dist_base, workers
+from pyg_dist.loader.epoch import KeyedDataLoader, KeyedLinkBatches, split_keyed
 from pyg_dist.loader.batch import link_batch
 from pyg_dist.loader.dist_node_loader import rank_seeds
 from pyg_dist.errors import InvalidArgumentError
@@ -78,7 +79,7 @@ def owned_link_seeds(gs, et, index: Optional[Tensor], edge_label: Optional[Tenso
     return out
 
 
-class DistLinkNeighborLoader(dist_base.DistLoaderMixin, LinkLoader):
+class DistLinkNeighborLoader(dist_base.DistLoaderMixin, KeyedLinkBatches, LinkLoader, KeyedDataLoader):
     """Mini-batches around seed edges over a partitioned graph (PyG ``LinkNeighborLoader`` API).
 
     Args:
@@ -91,7 +92,7 @@ class DistLinkNeighborLoader(dist_base.DistLoaderMixin, LinkLoader):
         neg_sampling / neg_sampling_ratio: PyG's binary / triplet negative sampling (negatives are
             drawn uniformly; they may coincide with positive edges, as in PyG).
         time_attr: ``"time"`` (node time) or ``"edge_time"``.
-        ctx, seed_split, shuffle_seed, concurrency, node_attrs, edge_attrs, timeout: As
+        ctx, seed_split, shuffle_seed, seed, concurrency, node_attrs, edge_attrs, timeout: As
             :class:`~pyg_dist.loader.dist_node_loader.DistNeighborLoader`.
         **kwargs: ``DataLoader`` arguments (``batch_size``, ``shuffle``, ``drop_last``, ``num_workers``).
 
@@ -110,8 +111,10 @@ class DistLinkNeighborLoader(dist_base.DistLoaderMixin, LinkLoader):
                  transform: Optional[Callable] = None, transform_sampler_output: Optional[Callable] = None,
                  is_sorted: bool = False, filter_per_worker: Optional[bool] = None, neighbor_sampler: Any = None,
                  directed: bool = True, *, ctx=None, seed_split: str = "balanced", shuffle_seed: Optional[int] = 0,
-                 concurrency: int = 1, node_attrs=None, edge_attrs=None, timeout: float = 60.0, **kwargs):
+                 seed: Optional[int] = None, concurrency: int = 1, node_attrs=None, edge_attrs=None,
+                 timeout: float = 60.0, **kwargs):
         _checks.check_loader_kwargs(_WHERE, kwargs)
+        self._key_seed = _checks.check_seed(_WHERE, seed)
         if time_attr is not None and not isinstance(time_attr, str):
             raise InvalidArgumentError(_WHERE, "time_attr", time_attr, "None or an attribute name")
         if edge_label_time is not None and time_attr is None:
@@ -131,7 +134,7 @@ class DistLinkNeighborLoader(dist_base.DistLoaderMixin, LinkLoader):
             disjoint=disjoint, temporal_strategy=temporal_strategy, time_attr=time_attr,
             weight_attr=weight_attr, directed=directed, concurrency=concurrency, node_attrs=node_attrs,
             edge_attrs=edge_attrs, timeout=timeout)
-        self.ctx = ctx
+        self.ctx, self._key_rank = ctx, ctx.rank
         mine = self.seed_share.items
         pairs = torch.stack([mine["src"], mine["dst"]])
         super().__init__(data=(fs, gs), link_sampler=neighbor_sampler,
@@ -144,7 +147,8 @@ class DistLinkNeighborLoader(dist_base.DistLoaderMixin, LinkLoader):
             self.input_data.input_type = None  # the homogeneous boundary: no edge type downstream
 
     def _start_batch(self, index):
-        return self.link_sampler.sample_from_edges_async(self.input_data[index], self.neg_sampling)
+        idx, key = split_keyed(index)
+        return self.link_sampler.sample_from_edges_async(self.input_data[idx], self.neg_sampling, key)
 
     def filter_fn(self, out):
         """Builds the ``Data`` / ``HeteroData`` link batch from the sample and its fetched rows."""

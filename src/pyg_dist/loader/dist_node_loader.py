@@ -16,6 +16,7 @@ from torch_geometric.loader import NodeLoader
 
 from pyg_dist._types import HOMO_NODE
 from pyg_dist.loader import dist_base, workers
+from pyg_dist.loader.epoch import KeyedDataLoader, KeyedNodeBatches, split_keyed
 from pyg_dist.loader.batch import node_batch
 from pyg_dist.loader.seed_split import SeedShare, balance_seeds, share_index
 from pyg_dist.errors import InvalidArgumentError, check_choice
@@ -83,7 +84,7 @@ def rank_seeds(where: str, items: Dict[str, Tensor], key: str, ctx, meta, ntype:
     return SeedShare(items, batches, BalancePlan(batches, (n,), (n,), (), (0,)))
 
 
-class DistNeighborLoader(dist_base.DistLoaderMixin, NodeLoader):
+class DistNeighborLoader(dist_base.DistLoaderMixin, KeyedNodeBatches, NodeLoader, KeyedDataLoader):
     """Mini-batches of sampled neighbourhoods over a partitioned graph (PyG ``NeighborLoader`` API).
 
     Args:
@@ -104,6 +105,9 @@ class DistNeighborLoader(dist_base.DistLoaderMixin, NodeLoader):
         seed_split: ``"balanced"`` (equal batch counts on every rank, collective; default) or
             ``"partition"`` (this rank's co-located share only, no collective; e.g. evaluation).
         shuffle_seed: Seed of the permutation that picks which seeds move or are left out.
+        seed: The loader's seed: batch ``i`` of epoch ``e`` on rank ``r`` is a pure function of
+            ``(seed, e, i, r)`` and the folder, whatever ``num_workers`` or ``concurrency`` are
+            (:mod:`pyg_dist.loader.epoch`). Default: drawn from torch's global generator now.
         concurrency / node_attrs / edge_attrs / timeout: Passed to the sampler.
         **kwargs: ``DataLoader`` arguments (``batch_size``, ``shuffle``, ``drop_last``,
             ``num_workers``: workers join RPC and are kept alive, ``persistent_workers`` must not be
@@ -123,8 +127,10 @@ class DistNeighborLoader(dist_base.DistLoaderMixin, NodeLoader):
                  transform: Optional[Callable] = None, transform_sampler_output: Optional[Callable] = None,
                  is_sorted: bool = False, filter_per_worker: Optional[bool] = None, neighbor_sampler: Any = None,
                  directed: bool = True, *, ctx=None, seed_split: str = "balanced", shuffle_seed: Optional[int] = 0,
-                 concurrency: int = 1, node_attrs=None, edge_attrs=None, timeout: float = 60.0, **kwargs):
+                 seed: Optional[int] = None, concurrency: int = 1, node_attrs=None, edge_attrs=None,
+                 timeout: float = 60.0, **kwargs):
         _checks.check_loader_kwargs(_WHERE, kwargs)
+        self._key_seed = _checks.check_seed(_WHERE, seed)
         _checks.check_time_args(_WHERE, "input_time", input_time, time_attr, both=False)
         fs, gs, ctx = dist_base.resolve_data(_WHERE, data, ctx, kwargs.get("num_workers", 0))
         meta = gs.partition_meta
@@ -138,7 +144,7 @@ class DistNeighborLoader(dist_base.DistLoaderMixin, NodeLoader):
             disjoint=disjoint, temporal_strategy=temporal_strategy, time_attr=time_attr,
             weight_attr=weight_attr, directed=directed, concurrency=concurrency, node_attrs=node_attrs,
             edge_attrs=edge_attrs, timeout=timeout)
-        self.ctx = ctx
+        self.ctx, self._key_rank = ctx, ctx.rank
         mine = self.seed_share.items
         nodes = (ntype, mine["node"]) if meta.is_hetero else mine["node"]
         super().__init__(data=(fs, gs), node_sampler=neighbor_sampler, input_nodes=nodes,
@@ -147,7 +153,8 @@ class DistNeighborLoader(dist_base.DistLoaderMixin, NodeLoader):
                          input_id=mine["input_id"], **workers.loader_kwargs(_WHERE, kwargs, ctx, (fs, gs)))
 
     def _start_batch(self, index):
-        return self.node_sampler.sample_from_nodes_async(self.input_data[index])
+        idx, key = split_keyed(index)
+        return self.node_sampler.sample_from_nodes_async(self.input_data[idx], key)
 
     def filter_fn(self, out):
         """Builds the ``Data`` / ``HeteroData`` batch from the sample and its fetched rows."""

@@ -18,6 +18,7 @@ from torch_geometric.sampler import NegativeSampling
 from pyg_dist._types import EdgeType
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.loader import _checks
+from pyg_dist.loader.epoch import KeyedDataLoader, KeyedLinkBatches
 from pyg_dist.sampler.links import FilteredNegativeSampling, edge_keys
 
 _WHERE = "LinkNeighborLoader"
@@ -74,7 +75,7 @@ def _check_neg(neg: Optional[NegativeSampling], edge_label: Any, edge_type: Edge
                                        f"{num} weights (one per {ntype!r} node)")
 
 
-class LinkNeighborLoader(LinkLoader):
+class LinkNeighborLoader(KeyedLinkBatches, LinkLoader, KeyedDataLoader):
     """Mini-batches of sampled neighbourhoods around seed edges (PyG's ``LinkNeighborLoader``).
 
     Args:
@@ -101,6 +102,7 @@ class LinkNeighborLoader(LinkLoader):
         directed: Deprecated PyG argument, passed through.
         filter_false_negatives: Redraw negatives that are edges of the graph or of
             ``edge_label_index`` (off by default, like PyG).
+        seed: The loader's seed (pyg_dist only), as in :class:`~pyg_dist.loader.node_loader.NeighborLoader`.
         **kwargs: ``torch.utils.data.DataLoader`` arguments.
 
     Example:
@@ -123,8 +125,10 @@ class LinkNeighborLoader(LinkLoader):
                  weight_attr: Optional[str] = None, transform: Optional[Callable] = None,
                  transform_sampler_output: Optional[Callable] = None, is_sorted: bool = False,
                  filter_per_worker: Optional[bool] = None, neighbor_sampler: Any = None,
-                 directed: bool = True, filter_false_negatives: bool = False, **kwargs):
+                 directed: bool = True, filter_false_negatives: bool = False, seed: Optional[int] = None,
+                 **kwargs):
         _checks.check_data(_WHERE, data, neighbor_sampler is not None)
+        self._key_seed = _checks.check_seed(_WHERE, seed)
         _checks.check_loader_kwargs(_WHERE, kwargs)
         if neighbor_sampler is None:
             _checks.check_num_neighbors(_WHERE, num_neighbors)

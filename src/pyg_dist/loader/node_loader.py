@@ -13,11 +13,12 @@ from torch import Tensor
 from torch_geometric.loader import NodeLoader
 
 from pyg_dist.loader import _checks
+from pyg_dist.loader.epoch import KeyedDataLoader, KeyedNodeBatches
 
 _WHERE = "NeighborLoader"
 
 
-class NeighborLoader(NodeLoader):
+class NeighborLoader(KeyedNodeBatches, NodeLoader, KeyedDataLoader):
     """Mini-batches of sampled neighbourhoods around seed nodes (PyG's ``NeighborLoader`` semantics).
 
     Args:
@@ -40,6 +41,9 @@ class NeighborLoader(NodeLoader):
         filter_per_worker: Build batches inside the workers (PyG's default logic when ``None``).
         neighbor_sampler: A ready sampler; the sampling arguments above are then ignored.
         directed: Deprecated PyG argument, passed through.
+        seed: The loader's seed (pyg_dist only; default: drawn from torch's global generator now). Batch
+            ``i`` of epoch ``e`` is then the same whatever ``num_workers`` or ``persistent_workers``
+            are (:mod:`pyg_dist.loader.epoch`).
         **kwargs: ``torch.utils.data.DataLoader`` arguments (``batch_size``, ``shuffle``,
             ``num_workers``, ``multiprocessing_context``, ...).
 
@@ -59,8 +63,9 @@ class NeighborLoader(NodeLoader):
                  weight_attr: Optional[str] = None, transform: Optional[Callable] = None,
                  transform_sampler_output: Optional[Callable] = None, is_sorted: bool = False,
                  filter_per_worker: Optional[bool] = None, neighbor_sampler: Any = None,
-                 directed: bool = True, **kwargs):
+                 directed: bool = True, seed: Optional[int] = None, **kwargs):
         _checks.check_data(_WHERE, data, neighbor_sampler is not None)
+        self._key_seed = _checks.check_seed(_WHERE, seed)
         _checks.check_loader_kwargs(_WHERE, kwargs)
         if neighbor_sampler is None:
             _checks.check_num_neighbors(_WHERE, num_neighbors)

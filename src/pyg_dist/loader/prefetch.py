@@ -6,9 +6,8 @@ the main thread, the next batches are sampled and their features fetched (numba 
 release the GIL). Batches come out in the order of the index sampler, exactly as without prefetching.
 With ``num_workers > 0`` the DataLoader's workers run batches in parallel instead.
 
-Randomness: prefetched batches draw their random numbers on the loop thread while the training step
-draws its own on the main thread, so with ``concurrency > 1`` the interleaving (and thus the exact
-samples) can differ between runs with the same seed; ``concurrency=1`` keeps runs reproducible.
+Randomness: every batch carries its own key (:mod:`pyg_dist.loader.epoch`) and draws nothing from a
+shared generator, so prefetched batches are bit-identical to the ones ``concurrency=1`` gives.
 """
 from __future__ import annotations
 
@@ -78,13 +77,13 @@ class PrefetchIterator:
 
 def prefetch_iterator(loader, start: Callable[[Any], Coroutine]):
     """The iterator of a distributed loader: :class:`PrefetchIterator` in-process with ``concurrency > 1``
-    (and a pyg_dist sampler), else PyG's own (``None`` is returned then)."""
+    (a pyg_dist sampler, keyed batches), else ``None`` (the loader's own iteration then)."""
     sampler = getattr(loader, "_dist_sampler", None)
     depth = getattr(sampler, "concurrency", 1)
-    if loader.num_workers > 0 or depth <= 1 or not hasattr(sampler, "batch_timeout"):
+    plan = getattr(loader, "batch_plan", None)
+    if loader.num_workers > 0 or depth <= 1 or not hasattr(sampler, "batch_timeout") or plan is None:
         return None
-    return PrefetchIterator(iter(loader._index_sampler), start, loader.filter_fn, depth, sampler.batch_timeout,
-                            len(loader._index_sampler))
+    return PrefetchIterator(iter(plan), start, loader.filter_fn, depth, sampler.batch_timeout, len(plan))
 
 
 __all__ = ["PrefetchIterator", "prefetch_iterator"]

@@ -27,8 +27,7 @@ _WORKER_WORLDS = itertools.count()
 
 def _port_proposal(ctx: DistContext, index: int) -> int:
     """``rpc_port + index`` when free here, else a port the OS says is free (rank 0 proposes)."""
-    from pyg_dist.rpc import check_port_free
-    from pyg_dist.testing import free_port
+    from pyg_dist.rpc.runtime import check_port_free, pick_free_port
     port = ctx.rpc_port + index
     try:
         if port <= 65535 and port != ctx.master_port:
@@ -36,7 +35,7 @@ def _port_proposal(ctx: DistContext, index: int) -> int:
             return port
     except InvalidArgumentError:
         pass
-    return free_port(ctx.master_addr)
+    return pick_free_port(ctx.master_addr)
 
 
 def agree_world(where: str, ctx: DistContext, index: int, num_workers: int) -> DistContext:

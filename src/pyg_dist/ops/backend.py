@@ -2,7 +2,15 @@
 
 ``backend='auto'`` means numba for CPU tensors when numba imports, else the pure-torch kernels (which
 also run on CUDA tensors). ``'pyg-lib'`` / ``'torch-sparse'`` are whole multi-hop samplers and are
-selected by :class:`pyg_dist.sampler.NeighborSampler`, not here.
+selected by :class:`pyg_dist.sampler.NeighborSampler`, not here. The partition book's routing kernels
+and the partitioner's kernels (:mod:`pyg_dist.partition.kernels`) ask :func:`numba_available` too.
+
+Environment switch ``$PYG_DIST_BACKEND`` (read at every call, so child processes follow their
+environment): unset, empty or ``auto`` keeps the behaviour above; ``torch`` makes pyg_dist behave
+exactly as if numba were not installed (:func:`numba_available` is False without importing numba,
+``'auto'`` resolves to torch, and asking for ``backend='numba'`` raises
+:class:`~pyg_dist.errors.InvalidArgumentError`); any other value raises that error, naming the
+variable and the value.
 
 Numba safety: the threading layer is set to ``workqueue`` (survives ``fork`` into DataLoader workers)
 unless the user chose one through ``NUMBA_THREADING_LAYER``; ``workqueue`` must not be entered by two
@@ -24,6 +32,10 @@ KERNEL_BACKENDS = ("auto", "numba", "torch")
 #: Multi-hop sampler backends (kernel backends plus the optional native samplers).
 SAMPLER_BACKENDS = KERNEL_BACKENDS + ("pyg-lib", "torch-sparse")
 
+#: The environment variable that can switch the numba kernels off, and the values it may hold.
+BACKEND_ENV = "PYG_DIST_BACKEND"
+BACKEND_ENV_VALUES = ("auto", "torch")
+
 _KERNEL_LOCK = threading.Lock()
 _NUMBA = None  # None = not probed yet; False = unavailable; else the kernel modules
 
@@ -37,9 +49,31 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_lock_in_child)
 
 
+def env_backend() -> str:
+    """The value of ``$PYG_DIST_BACKEND``: ``'auto'`` (also when unset or empty) or ``'torch'``.
+
+    Raises:
+        InvalidArgumentError: the variable holds anything else.
+
+    Example:
+        >>> env_backend() in ("auto", "torch")
+        True
+    """
+    value = os.environ.get(BACKEND_ENV, "")
+    if value == "":
+        return "auto"
+    if value not in BACKEND_ENV_VALUES:
+        raise InvalidArgumentError("pyg_dist.ops.backend", f"${BACKEND_ENV}", value,
+                                   f"one of {list(BACKEND_ENV_VALUES)} or unset")
+    return value
+
+
 def _load_numba():
-    """Imports the numba kernels once (configuring the threading layer first); False if unavailable."""
+    """Imports the numba kernels once (configuring the threading layer first); False if unavailable
+    or switched off by ``$PYG_DIST_BACKEND=torch`` (then numba is not even imported)."""
     global _NUMBA
+    if env_backend() == "torch":
+        return False
     if _NUMBA is None:
         try:
             import numba
@@ -53,8 +87,21 @@ def _load_numba():
 
 
 def numba_available() -> bool:
-    """True when the numba kernels can be used."""
+    """True when the numba kernels can be used (numba imports and ``$PYG_DIST_BACKEND`` is not ``torch``)."""
     return bool(_load_numba())
+
+
+def numba_unavailable_reason() -> Optional[str]:
+    """Why the numba kernels cannot be used here, or None when they can.
+
+    Example:
+        >>> numba_unavailable_reason() in (None, "numba is not installed",
+        ...                                "numba is switched off by PYG_DIST_BACKEND=torch")
+        True
+    """
+    if env_backend() == "torch":
+        return f"numba is switched off by {BACKEND_ENV}=torch"
+    return None if numba_available() else "numba is not installed"
 
 
 def native_available(name: str) -> bool:
@@ -85,8 +132,9 @@ def resolve_backend(backend: str, device: Optional[torch.device] = None, where: 
     if backend == "auto":
         return "numba" if on_cpu and numba_available() else "torch"
     if backend == "numba":
-        if not numba_available():
-            raise InvalidArgumentError(where, "backend", backend, "an available backend (numba is not installed)")
+        reason = numba_unavailable_reason()
+        if reason is not None:
+            raise InvalidArgumentError(where, "backend", backend, f"an available backend ({reason})")
         if not on_cpu:
             raise InvalidArgumentError(where, "backend", backend, f"'torch' or 'auto' for tensors on {device}")
     if backend in ("pyg-lib", "torch-sparse") and not native_available(backend):

@@ -1,232 +1,122 @@
-"""Linear-time numba kernels of the partitioner: METIS' symmetric CSR and the relabelled CSC order.
+"""The partition book's routing kernels and the partitioner's kernels, numba or torch.
 
-Serial (``parallel=False``) on purpose: no threading layer is started, so a process that partitioned
-a graph can still fork DataLoader workers safely (design.md §7).
+Each function runs the numba kernel (:mod:`pyg_dist.ops._numba_book`, :mod:`pyg_dist.ops._numba_csr`)
+when :func:`pyg_dist.ops.backend.numba_available` says so, else its pure-torch twin
+(:mod:`pyg_dist.ops._torch_book`, :mod:`pyg_dist.ops._torch_csr`) with the same results, order and
+dtypes. That is the one switch: numba missing, or ``$PYG_DIST_BACKEND=torch``, selects torch here and
+in the sampling kernels alike.
+
+Example:
+    >>> import numpy as np
+    >>> count_by_range(np.array([0, 4, 3]), np.array([0, 3, 5])).tolist()
+    [1, 2]
 """
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Optional, Tuple
 
-import numba
 import numpy as np
-import torch
 from torch import Tensor
 
-
-@numba.njit(cache=True)
-def _counting_order(key, num_keys, order_in):  # pragma: no cover - compiled
-    """Stable counting sort of positions ``order_in`` by ``key[order_in]``; returns (order, ptr)."""
-    ptr = np.zeros(num_keys + 1, dtype=np.int64)
-    for i in range(order_in.shape[0]):
-        ptr[key[order_in[i]] + 1] += 1
-    for k in range(num_keys):
-        ptr[k + 1] += ptr[k]
-    cur = ptr[:-1].copy()
-    out = np.empty(order_in.shape[0], dtype=np.int64)
-    for i in range(order_in.shape[0]):
-        e = order_in[i]
-        k = key[e]
-        out[cur[k]] = e
-        cur[k] += 1
-    return out, ptr
+from pyg_dist.errors import InvalidArgumentError
+from pyg_dist.ops import _torch_book, _torch_csr
+from pyg_dist.ops.backend import numba_available
 
 
+def rows_in_range(ids: np.ndarray, start: int, end: int, out: np.ndarray) -> bool:
+    """Writes ``ids - start`` to ``out`` when every id lies in ``[start, end)`` and returns True; else
+    returns False (stopping early; ``out`` then holds nothing useful).
 
-
-@numba.njit(cache=True, nogil=True)
-def rows_in_range(ids, start, end, out):  # pragma: no cover - compiled
-    """Writes ``ids - start`` to ``out``; returns False at the first id outside ``[start, end)``."""
-    for i in range(ids.shape[0]):
-        v = ids[i]
-        if v < start or v >= end:
-            return False
-        out[i] = v - start
-    return True
-
-@numba.njit(cache=True, nogil=True)
-def _range_of(v, bounds, k):  # pragma: no cover - compiled
-    """Index ``p`` with ``bounds[p] <= v < bounds[p + 1]`` (branch-free scan: k is small)."""
-    p = 0
-    for q in range(1, k):
-        p += bounds[q] <= v
-    return p
-
-
-
-@numba.njit(cache=True, nogil=True)
-def count_by_range(ids, bounds):  # pragma: no cover - compiled
-    """How many of ``ids`` each range of ``bounds`` holds."""
-    k = bounds.shape[0] - 1
-    counts = np.zeros(k, dtype=np.int64)
-    for i in range(ids.shape[0]):
-        counts[_range_of(ids[i], bounds, k)] += 1
-    return counts
-
-@numba.njit(cache=True, nogil=True)
-def split_by_range(ids, bounds):  # pragma: no cover - compiled
-    """Groups positions of ``ids`` by the range of ``bounds`` holding them (stable counting sort).
-
-    Returns ``(order, rows, ptr)``: ``order[ptr[p]:ptr[p + 1]]`` are the positions owned by ``p``,
-    ascending; ``rows`` (aligned with ``order``) is each id's row in its owner's block.
+    Args:
+        ids: 1-D int64 array.
+        start: First id of the range.
+        end: One past the last id of the range.
+        out: int64 array as long as ``ids``.
     """
-    n = ids.shape[0]
-    k = bounds.shape[0] - 1
-    ptr = np.zeros(k + 1, dtype=np.int64)
-    for i in range(n):
-        ptr[_range_of(ids[i], bounds, k) + 1] += 1
-    for p in range(k):
-        ptr[p + 1] += ptr[p]
-    cur = ptr[:-1].copy()
-    order = np.empty(n, dtype=np.int64)
-    rows = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        v = ids[i]
-        o = _range_of(v, bounds, k)
-        j = cur[o]
-        order[j] = i
-        rows[j] = v - bounds[o]
-        cur[o] = j + 1
-    return order, rows, ptr
-
-@numba.njit(cache=True)
-def _is_sorted_pairs(src, dst):  # pragma: no cover - compiled
-    for e in range(1, src.shape[0]):
-        if src[e] < src[e - 1] or (src[e] == src[e - 1] and dst[e] < dst[e - 1]):
-            return False
-    return True
+    if numba_available():
+        from pyg_dist.ops._numba_book import rows_in_range as kernel
+        return bool(kernel(ids, start, end, out))
+    return _torch_book.rows_in_range(ids, start, end, out)
 
 
-@numba.njit(cache=True)
-def _transpose_sorted(src, dst, num_nodes):  # pragma: no cover - compiled
-    """In-lists of edges sorted by (source, destination): ``(ptr, adj)``, sources ascending per row.
+def count_by_range(ids: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """How many of ``ids`` each range ``[bounds[p], bounds[p + 1])`` holds (int64 array).
 
-    One histogram and one scatter pass: reading in sorted order makes the scatter stable.
+    Args:
+        ids: 1-D int64 array of ids in ``[bounds[0], bounds[-1])``.
+        bounds: Ascending int64 array of ``num_ranges + 1`` bounds.
     """
-    ptr = np.zeros(num_nodes + 1, dtype=np.int64)
-    for e in range(dst.shape[0]):
-        ptr[dst[e] + 1] += 1
-    for k in range(num_nodes):
-        ptr[k + 1] += ptr[k]
-    cur = ptr[:-1].copy()
-    adj = np.empty(dst.shape[0], dtype=np.int64)
-    for e in range(dst.shape[0]):
-        k = dst[e]
-        adj[cur[k]] = src[e]
-        cur[k] += 1
-    return ptr, adj
+    if numba_available():
+        from pyg_dist.ops._numba_book import count_by_range as kernel
+        return kernel(ids, bounds)
+    return _torch_book.count_by_range(ids, bounds)
 
 
-@numba.njit(cache=True)
-def _is_simple(ptr, adj):  # pragma: no cover - compiled
-    """Every row strictly ascending (no duplicates) and without its own id (no self loop)."""
-    for v in range(ptr.shape[0] - 1):
-        for k in range(ptr[v], ptr[v + 1]):
-            if adj[k] == v or (k > ptr[v] and adj[k] <= adj[k - 1]):
-                return False
-    return True
+def split_by_range(ids: np.ndarray, bounds: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Positions of ``ids`` grouped by the range holding them (one stable pass): ``(order, rows, ptr)``.
 
+    ``order[ptr[p]:ptr[p + 1]]`` are the positions of the ids in range ``p``, ascending; ``rows``
+    (aligned with ``order``) is each id minus its range's start. All int64 arrays.
 
-@numba.njit(cache=True)
-def _merge_rows(out_ptr, out_adj, in_ptr, in_adj, n, ptr, adj, write):  # pragma: no cover - compiled
-    """Per row: merge two ascending lists, dropping duplicates and self loops (count or write)."""
-    w = 0
-    for v in range(n):
-        i, i_end, j, j_end = out_ptr[v], out_ptr[v + 1], in_ptr[v], in_ptr[v + 1]
-        last = -1
-        while i < i_end or j < j_end:
-            if j >= j_end or (i < i_end and out_adj[i] <= in_adj[j]):
-                x = out_adj[i]
-                i += 1
-            else:
-                x = in_adj[j]
-                j += 1
-            if x != last and x != v:
-                if write:
-                    adj[w] = x
-                w += 1
-                last = x
-        ptr[v + 1] = w
-    return w
+    Args:
+        ids: 1-D int64 array of ids in ``[bounds[0], bounds[-1])``.
+        bounds: Ascending int64 array of ``num_ranges + 1`` bounds.
+
+    Example:
+        >>> order, rows, ptr = split_by_range(np.array([4, 0, 3]), np.array([0, 3, 5]))
+        >>> order.tolist(), rows.tolist(), ptr.tolist()
+        ([1, 0, 2], [0, 1, 0], [0, 1, 3])
+    """
+    if numba_available():
+        from pyg_dist.ops._numba_book import split_by_range as kernel
+        return kernel(ids, bounds)
+    return _torch_book.split_by_range(ids, bounds)
 
 
 def symmetric_csr(src: Tensor, dst: Tensor, num_nodes: int) -> Tuple[np.ndarray, np.ndarray]:
     """METIS' input: the undirected, self-loop-free, deduplicated CSR of the edges ``src -> dst``.
 
-    Linear time: edges are put in (source, destination) order by two stable counting sorts, and the
-    in-lists by one more by destination; input already in that order needs only one histogram and
-    scatter pass for the in-lists. Each row then merges its two ascending lists, unless the in-lists
-    equal the out-lists of a graph without loops or duplicates (already symmetric, as most PyG graphs
-    are): then the input is METIS' graph as it is, and the merges and their copy are skipped.
+    Returns ``(xadj, adjncy)`` as int64 arrays; each row's neighbours ascend. The numba kernel is
+    linear time and returns an input that is already symmetric and simple as it is.
 
     Example:
+        >>> import torch
         >>> xadj, adj = symmetric_csr(torch.tensor([0, 1, 1]), torch.tensor([1, 0, 2]), 3)
         >>> xadj.tolist(), adj.tolist()
         ([0, 1, 3, 4], [1, 0, 2, 1])
     """
-    s, d = src.long().numpy(), dst.long().numpy()
-    if _is_sorted_pairs(s, d):
-        out_adj = d
-        in_ptr, in_adj = _transpose_sorted(s, d, num_nodes)
-    else:
-        by_dst, _ = _counting_order(d, num_nodes, np.arange(s.shape[0], dtype=np.int64))
-        by_src, _ = _counting_order(s, num_nodes, by_dst)
-        del by_dst
-        out_adj = d[by_src]
-        in_order, in_ptr = _counting_order(d, num_nodes, by_src)  # stable: sources ascending per row
-        del by_src
-        in_adj = s[in_order]
-        del in_order
-    out_ptr = np.zeros(num_nodes + 1, dtype=np.int64)
-    np.cumsum(np.bincount(s, minlength=num_nodes), out=out_ptr[1:])
-    if np.array_equal(out_ptr, in_ptr) and np.array_equal(out_adj, in_adj) and _is_simple(out_ptr, out_adj):
-        return out_ptr, out_adj  # already symmetric and simple (most PyG graphs): nothing to merge
-    ptr = np.zeros(num_nodes + 1, dtype=np.int64)
-    total = _merge_rows(out_ptr, out_adj, in_ptr, in_adj, num_nodes, ptr, ptr[:0], False)
-    adj = np.empty(total, dtype=np.int64)  # exact size: no copy while METIS runs
-    _merge_rows(out_ptr, out_adj, in_ptr, in_adj, num_nodes, ptr, adj, True)
-    return ptr, adj
-
-
-@numba.njit(cache=True)
-def _relabel_csc(src, dst, inv_src, inv_dst, order_in, num_dst):  # pragma: no cover - compiled
-    """One stable counting pass by new destination; returns (perm, new row, new col, colptr).
-
-    Only ``perm`` is scattered; ``row`` is gathered and ``col`` filled sequentially afterwards, which
-    is markedly faster than scattering three arrays on large graphs.
-    """
-    m = src.shape[0]
-    ptr = np.zeros(num_dst + 1, dtype=np.int64)
-    buf = np.empty(m, dtype=np.int64)  # new destination per edge, later reused for rows
-    for e in range(m):
-        d = inv_dst[dst[e]]
-        buf[e] = d
-        ptr[d + 1] += 1
-    for k in range(num_dst):
-        ptr[k + 1] += ptr[k]
-    cur = ptr[:-1].copy()
-    perm = np.empty(m, dtype=np.int64)
-    for i in range(m):
-        e = order_in[i] if order_in.shape[0] else i
-        d = buf[e]
-        perm[cur[d]] = e
-        cur[d] += 1
-    for k in range(m):
-        buf[k] = inv_src[src[perm[k]]]
-    col = np.empty(m, dtype=np.int64)
-    for v in range(num_dst):
-        for k in range(ptr[v], ptr[v + 1]):
-            col[k] = v
-    return perm, buf, col, ptr
+    if numba_available():
+        from pyg_dist.ops._numba_csr import symmetric_csr as kernel
+        return kernel(src, dst, num_nodes)
+    return _torch_csr.symmetric_csr(src, dst, num_nodes)
 
 
 def relabel_csc(edge_index: Tensor, inv_src: Tensor, inv_dst: Tensor, num_dst: int,
-                order_in: Tensor = None):
-    """CSC order under new ids in one linear pass: ``(perm, row, col, colptr)`` as tensors.
+                order_in: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    """CSC order under new ids: ``(perm, row, col, colptr)`` as int64 tensors.
 
-    Edges with the same destination keep the order of ``order_in`` (default: input order), so a
-    pre-sort by edge time gives time-sorted neighbour lists.
+    ``perm[new] = old`` edge id (edges sorted by new destination ``inv_dst[dst]``), ``row`` / ``col``
+    the new source / destination of each edge in that order, ``colptr`` the ``[num_dst + 1]`` pointer.
+    Edges with the same destination keep the order of ``order_in`` (a permutation of the edges;
+    default: input order), so a pre-sort by edge time gives time-sorted neighbour lists.
+
+    Raises:
+        InvalidArgumentError: ``order_in`` does not hold one entry per edge.
+
+    Example:
+        >>> import torch
+        >>> perm, row, col, ptr = relabel_csc(torch.tensor([[0, 1], [1, 0]]), torch.tensor([1, 0]),
+        ...                                   torch.tensor([1, 0]), 2)
+        >>> perm.tolist(), row.tolist(), col.tolist(), ptr.tolist()
+        ([0, 1], [1, 0], [0, 1], [0, 1, 2])
     """
-    ei = edge_index.long()
-    oi = np.empty(0, dtype=np.int64) if order_in is None else order_in.numpy()
-    out = _relabel_csc(ei[0].numpy(), ei[1].numpy(), inv_src.numpy(), inv_dst.numpy(), oi, num_dst)
-    return tuple(torch.from_numpy(a) for a in out)
+    if order_in is not None and tuple(order_in.shape) != (edge_index.size(1),):
+        raise InvalidArgumentError("relabel_csc", "order_in", tuple(order_in.shape),
+                                   f"a 1-D permutation of the {edge_index.size(1)} edges")
+    if numba_available():
+        from pyg_dist.ops._numba_csr import relabel_csc as kernel
+        return kernel(edge_index, inv_src, inv_dst, num_dst, order_in)
+    return _torch_csr.relabel_csc(edge_index, inv_src, inv_dst, num_dst, order_in)
+
+
+__all__ = ["rows_in_range", "count_by_range", "split_by_range", "symmetric_csr", "relabel_csc"]

@@ -78,6 +78,13 @@ def _run_bounded(fn: Callable[[], Any], timeout: float, what: str) -> Any:
     return box.get("value")
 
 
+def pick_free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that the OS reports free (bound to port 0, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
 def check_port_free(port: int, where: str = "init_rpc") -> None:
     """Raises :class:`InvalidArgumentError` naming ``port`` if something already listens on it."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -1,4 +1,4 @@
-"""Test helpers. Process worlds: :func:`free_port` and :func:`spawn_world`.
+"""Process worlds for tests: :func:`free_port` and :func:`spawn_world`.
 
 ``spawn_world(n, fn, *args)`` starts ``n`` fresh Python processes on 127.0.0.1 with torchrun's
 environment (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``,
@@ -24,7 +24,7 @@ import time
 import traceback
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 
-from .errors import InvalidArgumentError, PyGDistError, check_positive_int
+from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_positive_int
 
 _LOG_TAIL = 4000
 
@@ -176,7 +176,7 @@ def _start_rank(rank: int, world_size: int, fn, args, log_dir: str, env: Dict[st
         pickle.dump((fn, rank, world_size, args, result), fh)
     with open(log, "wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-c", "import sys; from pyg_dist.testing import _rank_main; _rank_main(sys.argv[1])",
+            [sys.executable, "-c", "import sys; from pyg_dist.testing.world import _rank_main; _rank_main(sys.argv[1])",
              job], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
             start_new_session=True)
 

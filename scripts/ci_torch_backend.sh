@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The pure-torch fallback, for real: a fresh venv (.venv-torch, gitignored) from which numba is
+# uninstalled after the normal install, then a fast test subset under PYG_DIST_BACKEND=torch that
+# covers ops, partition, stores, the samplers and one loader (the multi-process examples are left
+# out). Prints every test that ran. Extra arguments go to pytest.
+#
+#   scripts/ci_torch_backend.sh            # about 2 minutes on 2 cores, plus the venv install
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=.venv-torch
+TESTS=(
+    tests/test_backend_switch.py   # the switch, torch twins vs oracles, imports without numba
+    tests/test_kernel.py           # ops: one-hop kernel and relabeler invariants
+    tests/test_buffers.py          # ops.rows, partition book routing, store buffers
+    tests/test_partition.py        # partitioner (metis / random / supernode), round trips
+    tests/test_partition_errors.py
+    tests/test_store.py            # local graph / feature stores
+    tests/test_neighbor_sampler.py # one-process sampler vs k_hop_subgraph
+    tests/test_dist_sampler.py     # distributed sampler
+    tests/test_loader_node.py      # one loader
+)
+
+rm -rf "$VENV"
+python -m venv "$VENV"
+. "$VENV/bin/activate"
+pip install -q torch==2.13.0
+pip install -q -e ".[test]"
+pip uninstall -y -q numba llvmlite
+if python -c "import numba" 2>/dev/null; then
+    echo "ci_torch_backend: numba is still importable in $VENV" >&2
+    exit 1
+fi
+
+export PYG_DIST_BACKEND=torch
+echo "ci_torch_backend: PYG_DIST_BACKEND=$PYG_DIST_BACKEND, numba not installed; running ${#TESTS[@]} files"
+python -m pytest -p no:cacheprovider -v -rs "${TESTS[@]}" "$@"

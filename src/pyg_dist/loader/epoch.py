@@ -1,0 +1,155 @@
+"""Reproducible epochs: every index batch carries its own random key.
+
+PyG's loaders let the sampler draw from torch's global generator wherever it runs (a worker, the
+prefetch loop), so a batch depends on timing, concurrency and worker count. pyg_dist's loaders instead
+cut each epoch with :class:`KeyedBatchSampler`: the epoch's order is a permutation drawn from
+``(seed, epoch)`` and batch ``i`` gets the key ``mix(seed, epoch, i, rank)``, which the sampler hands
+to every one-hop call and to negative sampling. Batch ``i`` of epoch ``e`` on rank ``r`` is therefore a
+pure function of ``(seed, e, i, r)`` and the data, whatever ``num_workers``, ``persistent_workers`` or
+``concurrency`` are. ``seed`` is the loader's (default: drawn once from torch's global generator when
+the loader is built, so ``torch.manual_seed`` fixes it).
+
+:class:`KeyedDataLoader` slots in under PyG's ``NodeLoader`` / ``LinkLoader`` (they call
+``super().__init__(range(n), collate_fn=..., **kwargs)``): it turns ``batch_size`` / ``shuffle`` /
+``drop_last`` into a :class:`KeyedBatchSampler` whose batches are lists of ``(index, key)`` pairs;
+:func:`split_keyed` takes them apart again in ``collate_fn``. A user's own ``sampler`` /
+``batch_sampler`` is kept as given (its batches then carry no key).
+
+Example:
+    >>> plan = KeyedBatchSampler(5, 2, shuffle=False, drop_last=False, seed=7)
+    >>> [[i for i, _ in b] for b in plan]
+    [[0, 1], [2, 3], [4]]
+"""
+from __future__ import annotations
+
+from typing import Iterator, List, Optional, Sequence, Tuple
+
+import torch
+from torch.utils.data import DataLoader
+
+from pyg_dist.errors import InvalidArgumentError
+from pyg_dist.ops.keys import key_generator, mix, random_key
+
+#: Word mixed into ``(seed, epoch)`` for the epoch's permutation (batch keys use the batch index).
+_ORDER = -2
+
+
+class KeyedBatchSampler:
+    """Index batches of an epoch, each index paired with its batch's key (see the module docstring).
+
+    Args:
+        num_items: Items per epoch.
+        batch_size: Items per batch.
+        shuffle: Permute the items every epoch (a permutation drawn from ``(seed, epoch)``).
+        drop_last: Drop the last incomplete batch.
+        seed: The loader's seed.
+        rank: Mixed into every key (ranks sampling the same items still draw apart).
+    """
+
+    def __init__(self, num_items: int, batch_size: int, shuffle: bool, drop_last: bool, seed: int,
+                 rank: int = 0):
+        self.num_items, self.batch_size, self.shuffle = int(num_items), int(batch_size), bool(shuffle)
+        self.drop_last, self.seed, self.rank = bool(drop_last), int(seed), int(rank)
+        self.epoch = 0
+
+    def __len__(self) -> int:
+        full, rest = divmod(self.num_items, self.batch_size)
+        return full + (1 if rest and not self.drop_last else 0)
+
+    def order(self, epoch: int) -> torch.Tensor:
+        """The item order of ``epoch`` (1-based)."""
+        if not self.shuffle:
+            return torch.arange(self.num_items)
+        return torch.randperm(self.num_items, generator=key_generator(mix(self.seed, epoch, _ORDER)))
+
+    def batch_key(self, epoch: int, index: int) -> int:
+        """The key of batch ``index`` of ``epoch``."""
+        return mix(self.seed, epoch, index, self.rank)
+
+    def __iter__(self) -> Iterator[List[Tuple[int, int]]]:
+        self.epoch += 1
+        epoch, order = self.epoch, self.order(self.epoch).tolist()
+        for i in range(len(self)):
+            key = self.batch_key(epoch, i)
+            yield [(j, key) for j in order[i * self.batch_size:(i + 1) * self.batch_size]]
+
+
+class _KeyedItems:
+    """The dataset of a keyed loader: item ``(index, key)`` is itself (the DataLoader's fetch is a no-op)."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, item):
+        return item
+
+
+def split_keyed(index: Sequence) -> Tuple[List[int], Optional[int]]:
+    """``(indices, key)`` of a keyed batch; ``(index, None)`` for a plain one."""
+    if len(index) and isinstance(index[0], tuple):
+        return [i for i, _ in index], int(index[0][1])
+    return list(index), None
+
+
+class KeyedDataLoader(DataLoader):
+    """A ``DataLoader`` whose batches come from a :class:`KeyedBatchSampler` (see the module docstring).
+
+    The loaders set ``_key_seed`` (``None``: drawn from torch's global generator) and ``_key_rank``
+    before PyG's loader calls ``super().__init__``.
+    """
+
+    def __init__(self, dataset, **kwargs):
+        self.batch_plan: Optional[KeyedBatchSampler] = None
+        if kwargs.get("sampler") is None and kwargs.get("batch_sampler") is None:
+            batch_size = kwargs.pop("batch_size", 1)
+            if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+                raise InvalidArgumentError(type(self).__name__, "batch_size", batch_size, "a positive int")
+            seed = getattr(self, "_key_seed", None)
+            seed = random_key(kwargs.get("generator")) if seed is None else seed
+            self.batch_plan = KeyedBatchSampler(len(dataset), batch_size, kwargs.pop("shuffle", False),
+                                                kwargs.pop("drop_last", False), seed, getattr(self, "_key_rank", 0))
+            kwargs["batch_sampler"] = self.batch_plan
+            dataset = _KeyedItems(len(dataset))
+        super().__init__(dataset, **kwargs)
+
+    @property
+    def batch_size(self):
+        """Items per batch (PyG's attribute; kept when the batches are keyed)."""
+        plan = getattr(self, "batch_plan", None)
+        return plan.batch_size if plan is not None else self.__dict__.get("_plain_batch_size")
+
+    @batch_size.setter
+    def batch_size(self, value) -> None:
+        self.__dict__["_plain_batch_size"] = value
+
+
+def sampler_key(sampler, key: Optional[int]) -> dict:
+    """``{"key": key}`` for pyg_dist's samplers (which take it), ``{}`` for any other sampler."""
+    from pyg_dist.sampler.base import SamplerBase
+    return {"key": key} if key is not None and isinstance(sampler, SamplerBase) else {}
+
+
+class KeyedNodeBatches:
+    """``collate_fn`` of pyg_dist's node loaders: PyG ``NodeLoader``'s, with the batch's key."""
+
+    def collate_fn(self, index):
+        idx, key = split_keyed(index)
+        out = self.node_sampler.sample_from_nodes(self.input_data[idx], **sampler_key(self.node_sampler, key))
+        return self.filter_fn(out) if self.filter_per_worker else out
+
+
+class KeyedLinkBatches:
+    """``collate_fn`` of pyg_dist's link loaders: PyG ``LinkLoader``'s, with the batch's key."""
+
+    def collate_fn(self, index):
+        idx, key = split_keyed(index)
+        out = self.link_sampler.sample_from_edges(self.input_data[idx], neg_sampling=self.neg_sampling,
+                                                  **sampler_key(self.link_sampler, key))
+        return self.filter_fn(out) if self.filter_per_worker else out
+
+
+__all__ = ["KeyedBatchSampler", "KeyedDataLoader", "KeyedNodeBatches", "KeyedLinkBatches", "split_keyed",
+           "sampler_key"]
