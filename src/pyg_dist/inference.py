@@ -4,8 +4,8 @@ Sampling-based evaluation is noisy and recomputes shared neighbourhoods; layer-w
 layer ``l + 1`` for every node once, from layer ``l`` of ALL its in-neighbours. Each rank computes the
 nodes its partition owns: their in-edges are local (the partition stores the in-edges of its owned
 nodes), and the previous layer's rows of remote neighbours are fetched from their owners, one request
-per remote partition and batch. Between layers every rank meets at a barrier, so nobody reads a layer
-that a peer is still writing.
+per remote partition and batch, all issued before any is awaited. Between layers every rank meets at a
+barrier, so nobody reads a layer that a peer is still writing.
 
 Homogeneous graphs (the typed loop covers one node and one edge type); trainer RPC world
 (``num_workers=0``). When several ranks serve one partition, each computes the whole partition (the
@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Callable, Dict, Sequence, Tuple
+from typing import Callable, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
 from pyg_dist._types import HOMO_NODE
 from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_positive_int
+from pyg_dist.store.routing import route_ids
 
 #: Callee that returns rows of the current layer for global ids this partition owns.
 ROWS_OP = "pyg_dist.inference.rows"
@@ -35,14 +36,14 @@ ROWS_OP = "pyg_dist.inference.rows"
 Layer = Callable[[Tensor, Tensor, Tensor], Tensor]
 
 
-@dataclass
+@dataclass(frozen=True)
 class RowsRequest:
     """Rows of layer ``layer`` for global node ids ``ids`` (owned by the receiving partition)."""
     layer: int
     ids: Tensor
 
 
-@dataclass
+@dataclass(frozen=True)
 class RowsReply:
     rows: Tensor
 
@@ -60,31 +61,35 @@ class LayerTable:
             self.layer, self.rows = layer, rows
 
     def local_rows(self, layer: int, ids: Tensor) -> Tensor:
+        """Rows of global ``ids`` this partition owns."""
+        return self.rows_at(layer, self.book.to_local(HOMO_NODE, ids))
+
+    def rows_at(self, layer: int, rows: Tensor) -> Tensor:
+        """Rows at local positions ``rows`` of layer ``layer``."""
         with self._lock:
             if layer != self.layer:
                 raise PyGDistError(f"partition {self.partition} holds layer {self.layer}, asked for layer {layer}")
-            return self.rows[self.book.to_local(HOMO_NODE, ids)]
+            return self.rows[rows]
 
     def serve(self, req: RowsRequest) -> RowsReply:
         return RowsReply(self.local_rows(req.layer, req.ids))
 
 
 def _gather_rows(table: LayerTable, layer: int, ids: Tensor, timeout: float) -> Tensor:
-    """Rows of ``ids`` (any owner), in order: all remote requests first, then local rows, then wait."""
+    """Rows of ``ids`` (any owner), in order: every remote request first, then local rows, then the
+    replies in place (routing by :func:`pyg_dist.store.routing.route_ids`)."""
     from pyg_dist import rpc
 
-    owner = table.book.owner(HOMO_NODE, ids)
-    futures: Dict[int, Tuple[Tensor, object]] = {}
-    for p in owner.unique().tolist():
-        if p != table.partition:
-            pos = (owner == p).nonzero().view(-1)
-            futures[p] = (pos, rpc.call_async(p, ROWS_OP, RowsRequest(layer, ids[pos]), timeout=timeout))
-    mine = (owner == table.partition).nonzero().view(-1)
-    local = table.local_rows(layer, ids[mine])
+    route = route_ids(table.book, table.partition, HOMO_NODE, ids)
+    futures = {p: rpc.call_async(p, ROWS_OP, RowsRequest(layer, ids.index_select(0, pos)), timeout=timeout)
+               for p, pos in route.remote.items()}
+    local = table.rows_at(layer, route.local_rows)
+    if not futures:
+        return local
     out = local.new_empty((ids.numel(),) + tuple(local.shape[1:]))
-    out[mine] = local
-    for pos, fut in futures.values():
-        out[pos] = fut.wait().rows.to(out.dtype)
+    out[route.local_pos] = local
+    for p, fut in futures.items():
+        out[route.remote[p]] = fut.wait().rows.to(out.dtype)
     return out
 
 

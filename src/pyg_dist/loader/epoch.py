@@ -13,7 +13,9 @@ the loader is built, so ``torch.manual_seed`` fixes it).
 ``super().__init__(range(n), collate_fn=..., **kwargs)``): it turns ``batch_size`` / ``shuffle`` /
 ``drop_last`` into a :class:`KeyedBatchSampler` whose batches are lists of ``(index, key)`` pairs;
 :func:`split_keyed` takes them apart again in ``collate_fn``. A user's own ``sampler`` /
-``batch_sampler`` is kept as given (its batches then carry no key).
+``batch_sampler`` is kept as given (its batches then carry no key). Before workers start, it loads the
+sampling kernels in the loader's own process, so forked workers inherit them instead of each loading
+them anew (about 1 s per worker and epoch with ``persistent_workers=False``).
 
 Example:
     >>> plan = KeyedBatchSampler(5, 2, shuffle=False, drop_last=False, seed=7)
@@ -114,6 +116,12 @@ class KeyedDataLoader(DataLoader):
             kwargs["batch_sampler"] = self.batch_plan
             dataset = _KeyedItems(len(dataset))
         super().__init__(dataset, **kwargs)
+
+    def __iter__(self):
+        if self.num_workers > 0:  # forked workers inherit the loaded kernels instead of each loading them
+            from pyg_dist.ops import warmup
+            warmup()
+        return super().__iter__()
 
     @property
     def batch_size(self):
