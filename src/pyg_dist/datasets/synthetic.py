@@ -8,8 +8,8 @@ set into several node types (edges keep their community structure across types).
 """
 from __future__ import annotations
 
+import logging
 import os
-import sys
 import time
 from typing import Optional, Sequence, Tuple
 
@@ -19,6 +19,7 @@ from torch import Tensor
 from pyg_dist.errors import InvalidArgumentError, check_positive_int
 
 _WHERE = "synthetic_graph"
+LOG = logging.getLogger("pyg_dist")
 
 
 def _draw(cdf: Tensor, lo: Tensor, hi: Tensor, gen: torch.Generator) -> Tensor:
@@ -217,5 +218,5 @@ def products_like_csr(scale: float = 1.0, cache_dir: str = "/tmp/pyg_dist_bench"
     torch.cumsum(torch.bincount(dst, minlength=n), 0, out=rowptr[1:])
     g = {"rowptr": rowptr, "col": src.contiguous(), "N": n}
     torch.save(g, path)
-    print(f"# generated {path}: N={n:,} E={src.numel():,} in {time.time() - t0:.0f}s", file=sys.stderr)
+    LOG.info("generated %s: N=%s E=%s in %.0f s", path, f"{n:,}", f"{src.numel():,}", time.time() - t0)
     return g

@@ -12,12 +12,15 @@ from ``(seed, epoch, batch index, rank)`` so a batch is reproducible whatever ru
 from __future__ import annotations
 
 import contextlib
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 from torch import Tensor
 from torch_geometric.sampler import BaseSampler, EdgeSamplerInput, NegativeSampling, NodeSamplerInput
+from torch_geometric.sampler.base import NumNeighbors
 
-from pyg_dist._types import HOMO_NODE, NodeType
+from pyg_dist._types import HOMO_NODE, EdgeType, NodeType
+from pyg_dist.errors import InvalidArgumentError, check_choice
+from pyg_dist.ops import TEMPORAL_STRATEGIES
 from pyg_dist.ops.keys import key_generator, mix, random_key
 from pyg_dist.sampler import links, seeds
 from pyg_dist.sampler.hops import HopOptions, sample_hops
@@ -25,14 +28,48 @@ from pyg_dist.sampler.output import TypedSample, to_sampler_output
 
 #: Word mixed into a batch key for its negative samples (the hops use the key itself).
 _NEGATIVES = -1
+SUBGRAPH_TYPES = ("directional", "bidirectional", "disjoint")
+
+
+def check_sampling_args(where: str, num_neighbors, subgraph_type, temporal_strategy: str, directed) -> str:
+    """The arguments both samplers share; returns ``subgraph_type`` as a string."""
+    subgraph_type = str(getattr(subgraph_type, "value", subgraph_type))
+    check_choice(where, "subgraph_type", subgraph_type, SUBGRAPH_TYPES)
+    check_choice(where, "temporal_strategy", temporal_strategy, TEMPORAL_STRATEGIES)
+    if directed is not True:
+        raise InvalidArgumentError(where, "directed", directed, "True (induced subgraphs are not supported)")
+    if not isinstance(num_neighbors, (NumNeighbors, list, tuple, dict)):
+        raise InvalidArgumentError(where, "num_neighbors", num_neighbors,
+                                   "a list of ints per hop (or a dict of such lists per edge type)")
+    return subgraph_type
+
+
+def fanouts(where: str, num_neighbors: NumNeighbors, edge_types: List[EdgeType]) -> Dict[EdgeType, List[int]]:
+    """Per edge type its fanout per hop, from PyG's ``NumNeighbors`` (a list, or a dict per edge type)."""
+    values = num_neighbors.values
+    if isinstance(values, (list, tuple)):
+        out = {et: list(values) for et in edge_types}
+    else:
+        given = {k.to_tuple(): list(v) for k, v in values.items()}
+        unknown = set(given) - set(edge_types)
+        if unknown:
+            raise InvalidArgumentError(where, "num_neighbors", sorted(unknown), "edge types of the graph")
+        if num_neighbors.default is None and len(given) < len(edge_types):
+            missing = [et for et in edge_types if et not in given]
+            raise InvalidArgumentError(where, "num_neighbors", values, f"an entry for {missing}")
+        out = {et: given.get(et, num_neighbors.default) for et in edge_types}
+    hops = {len(v) for v in out.values()}
+    bad = [v for f in out.values() for v in f if not isinstance(v, int) or isinstance(v, bool) or v < -1]
+    if len(hops) > 1 or bad:
+        raise InvalidArgumentError(where, "num_neighbors", values, "ints >= -1, the same number of hops per edge type")
+    return out
 
 
 class SamplerBase(BaseSampler):
     """The shared body of :class:`~pyg_dist.sampler.NeighborSampler` and ``DistNeighborSampler``.
 
-    Subclasses set ``is_hetero``, ``num_nodes``, ``disjoint``, ``subgraph_type``, ``_graph`` (a
-    :class:`~pyg_dist.sampler.graph.SamplingGraph`) and ``_options`` (:class:`HopOptions`), and
-    implement :meth:`_run` and :attr:`node_time`.
+    Subclasses set ``is_hetero``, ``num_nodes``, ``edge_types`` and ``_graph`` (a
+    :class:`~pyg_dist.sampler.graph.SamplingGraph`), call :meth:`_set_sampling`, and implement :meth:`_run`.
     """
 
     is_hetero: bool
@@ -42,6 +79,17 @@ class SamplerBase(BaseSampler):
     _options: HopOptions
     _where: str = "sampler"
 
+    def _set_sampling(self, num_neighbors, subgraph_type: str, replace: bool, disjoint: bool, temporal_strategy: str,
+                      time_level: Optional[str], weighted: bool, backend: str, timeout: float = 60.0) -> None:
+        """Sets the sampling attributes (PyG's names) and the hop loop's options."""
+        self.num_neighbors = num_neighbors if isinstance(num_neighbors, NumNeighbors) else NumNeighbors(num_neighbors)
+        self.subgraph_type, self.replace, self.temporal_strategy = subgraph_type, bool(replace), temporal_strategy
+        self.time_level = time_level
+        self.disjoint = bool(disjoint) or subgraph_type == "disjoint" or time_level is not None
+        self._options = HopOptions(fanouts(self._where, self.num_neighbors, self.edge_types),
+                                   self.num_neighbors.num_hops, self.replace, self.disjoint, temporal_strategy,
+                                   time_level, weighted, backend, timeout, pools={t: [] for t in self.num_nodes})
+
     # ------------------------------------------------------------------ to implement
     def _run(self, coro):
         """Drives one batch's coroutine to its result."""
@@ -49,12 +97,13 @@ class SamplerBase(BaseSampler):
 
     @property
     def is_temporal(self) -> bool:
-        raise NotImplementedError
+        """Whether the sampler compares times (``time_attr`` given)."""
+        return self.time_level is not None
 
     @property
     def node_time(self) -> Optional[Dict[NodeType, Tensor]]:
         """Full node time per type (node-level temporal sampling; seeds and negatives default to it)."""
-        raise NotImplementedError
+        return dict(self._graph.node_time) if self.time_level == "node" else None
 
     async def _finish(self, out, metadata):
         """Turns PyG's sampler output (``metadata``: PyG's) into the batch the loader gets."""
@@ -131,4 +180,4 @@ class SamplerBase(BaseSampler):
         return out.to_bidirectional() if self.subgraph_type == "bidirectional" else out
 
 
-__all__ = ["SamplerBase"]
+__all__ = ["SamplerBase", "check_sampling_args", "fanouts", "SUBGRAPH_TYPES"]

@@ -17,19 +17,17 @@ import functools
 from typing import Dict, Optional, Sequence
 
 from torch import Tensor
-from torch_geometric.sampler.base import NumNeighbors
 
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE, NodeType, as_typed
-from pyg_dist.errors import InvalidArgumentError, check_choice, check_positive_int
-from pyg_dist.ops import TEMPORAL_STRATEGIES, resolve_backend
+from pyg_dist.errors import InvalidArgumentError, check_positive_int
+from pyg_dist.ops import resolve_backend
 from pyg_dist.sampler import features
-from pyg_dist.sampler.base import SamplerBase
+from pyg_dist.sampler.base import SamplerBase, check_sampling_args
 from pyg_dist.sampler.graph import SamplingGraph
-from pyg_dist.sampler.hops import HopOptions, sample_hops, serve_one_hop
+from pyg_dist.sampler.hops import sample_hops, serve_one_hop
 from pyg_dist.sampler.links import LinkMetadata, TripletMetadata
 from pyg_dist.sampler.messages import (ONE_HOP_OP, DistLinkMetadata, DistNodeMetadata, DistTripletMetadata,
                                        FeatureBatch)
-from pyg_dist.sampler.neighbor import SUBGRAPH_TYPES, _fanouts
 from pyg_dist.sampler.output import TypedSample
 from pyg_dist.sampler.stats import SamplerStats, remote_count
 
@@ -133,11 +131,7 @@ class DistNeighborSampler(SamplerBase):
                  timeout: float = 60.0, stats: Optional[SamplerStats] = None):
         meta = _check_graph_store(graph_store).partition_meta
         self._check_feature_store(graph_store, feature_store, fetch_features)
-        subgraph_type = str(getattr(subgraph_type, "value", subgraph_type))
-        check_choice(_WHERE, "subgraph_type", subgraph_type, SUBGRAPH_TYPES)
-        check_choice(_WHERE, "temporal_strategy", temporal_strategy, TEMPORAL_STRATEGIES)
-        if directed is not True:
-            raise InvalidArgumentError(_WHERE, "directed", directed, "True (induced subgraphs are not supported)")
+        subgraph_type = check_sampling_args(_WHERE, num_neighbors, subgraph_type, temporal_strategy, directed)
         if stats is not None and not isinstance(stats, SamplerStats):
             raise InvalidArgumentError(_WHERE, "stats", stats, "None or a SamplerStats")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
@@ -146,17 +140,11 @@ class DistNeighborSampler(SamplerBase):
         self.is_hetero = meta.is_hetero
         self.node_types, self.edge_types = list(meta.node_types), list(meta.edge_types)
         self.num_nodes: Dict[NodeType, int] = dict(meta.num_nodes)
-        self.time_level = _time_level(meta, time_attr)
         self.time_attr, self.weight_attr = time_attr, weight_attr
-        self.num_neighbors = num_neighbors if isinstance(num_neighbors, NumNeighbors) else NumNeighbors(num_neighbors)
-        self.subgraph_type, self.replace = subgraph_type, bool(replace)
-        self.disjoint = bool(disjoint) or subgraph_type == "disjoint" or self.time_level is not None
-        self.temporal_strategy = temporal_strategy
         self.concurrency = check_positive_int(_WHERE, "concurrency", concurrency)
         self.fetch_features, self.stats, self.timeout = bool(fetch_features), stats, float(timeout)
-        self._options = HopOptions(_fanouts(self.num_neighbors, self.edge_types), self.num_neighbors.num_hops,
-                                   self.replace, self.disjoint, temporal_strategy, self.time_level,
-                                   _weighted(meta, weight_attr), resolve_backend(backend, None, _WHERE), self.timeout)
+        self._set_sampling(num_neighbors, subgraph_type, replace, disjoint, temporal_strategy, _time_level(meta, time_attr),
+                           _weighted(meta, weight_attr), resolve_backend(backend, None, _WHERE), self.timeout)
         for arg, value in (("node_attrs", node_attrs), ("edge_attrs", edge_attrs)):
             if value is not None and (isinstance(value, str) or not all(isinstance(a, str) for a in value)):
                 raise InvalidArgumentError(_WHERE, arg, value, "None or a list of attribute names")
@@ -200,15 +188,6 @@ class DistNeighborSampler(SamplerBase):
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._setup()
-
-    @property
-    def is_temporal(self) -> bool:
-        return self.time_level is not None
-
-    @property
-    def node_time(self) -> Optional[Dict[NodeType, Tensor]]:
-        """Full node time per type (node-level temporal sampling only; used by negative sampling)."""
-        return dict(self._graph.node_time) if self.time_level == "node" else None
 
     @property
     def edge_permutation(self):

@@ -2,24 +2,20 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Optional, Union
+from typing import Dict, Optional, Union
 
-import torch
 from torch import Tensor
 from torch_geometric.data import Data, HeteroData
-from torch_geometric.sampler import NodeSamplerInput
-from torch_geometric.sampler.base import NumNeighbors
 
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE, EdgeType, NodeType
-from pyg_dist.errors import InvalidArgumentError, check_choice
-from pyg_dist.ops import CSC, SAMPLER_BACKENDS, TEMPORAL_STRATEGIES, normalize_time, resolve_backend
-from pyg_dist.sampler.base import SamplerBase
+from pyg_dist.errors import InvalidArgumentError
+from pyg_dist.ops import CSC, SAMPLER_BACKENDS, normalize_time, resolve_backend
+from pyg_dist.sampler.base import SamplerBase, check_sampling_args
 from pyg_dist.sampler.graph import SamplingGraph
-from pyg_dist.sampler.hops import HopOptions, run_sync
+from pyg_dist.sampler.hops import run_sync
 from pyg_dist.sampler.output import TypedSample
 
 _WHERE = "NeighborSampler"
-SUBGRAPH_TYPES = ("directional", "bidirectional", "disjoint")
 
 
 def _stores(data):
@@ -75,26 +71,6 @@ def _weight(store, et, weight_attr) -> Optional[Tensor]:
     return weight
 
 
-def _fanouts(num_neighbors: NumNeighbors, edge_types: List[EdgeType]) -> Dict[EdgeType, List[int]]:
-    values = num_neighbors.values
-    if isinstance(values, (list, tuple)):
-        out = {et: list(values) for et in edge_types}
-    else:
-        given = {k.to_tuple(): list(v) for k, v in values.items()}
-        unknown = set(given) - set(edge_types)
-        if unknown:
-            raise InvalidArgumentError(_WHERE, "num_neighbors", sorted(unknown), "edge types of the graph")
-        if num_neighbors.default is None and len(given) < len(edge_types):
-            missing = [et for et in edge_types if et not in given]
-            raise InvalidArgumentError(_WHERE, "num_neighbors", values, f"an entry for {missing}")
-        out = {et: given.get(et, num_neighbors.default) for et in edge_types}
-    hops = {len(v) for v in out.values()}
-    bad = [v for f in out.values() for v in f if not isinstance(v, int) or isinstance(v, bool) or v < -1]
-    if len(hops) > 1 or bad:
-        raise InvalidArgumentError(_WHERE, "num_neighbors", values, "ints >= -1, the same number of hops per edge type")
-    return out
-
-
 class NeighborSampler(SamplerBase):
     """In-memory (heterogeneous) neighbour sampler with PyG's semantics and pyg_dist's kernels.
 
@@ -135,38 +111,16 @@ class NeighborSampler(SamplerBase):
                  replace: bool = False, disjoint: bool = False, temporal_strategy: str = "uniform",
                  time_attr: Optional[str] = None, weight_attr: Optional[str] = None, is_sorted: bool = False,
                  share_memory: bool = False, directed: bool = True, backend: str = "auto"):
-        subgraph_type = str(getattr(subgraph_type, "value", subgraph_type))
-        check_choice(_WHERE, "subgraph_type", subgraph_type, SUBGRAPH_TYPES)
-        check_choice(_WHERE, "temporal_strategy", temporal_strategy, TEMPORAL_STRATEGIES)
-        if directed is not True:
-            raise InvalidArgumentError(_WHERE, "directed", directed, "True (induced subgraphs are not supported)")
+        subgraph_type = check_sampling_args(_WHERE, num_neighbors, subgraph_type, temporal_strategy, directed)
         self.is_hetero = isinstance(data, HeteroData)
-        self._graph, self.time_level = _build_graph(data, time_attr, weight_attr, is_sorted, share_memory)
+        self._graph, time_level = _build_graph(data, time_attr, weight_attr, is_sorted, share_memory)
         self.node_types, self.edge_types = self._graph.node_types, self._graph.edge_types
         self.num_nodes: Dict[NodeType, int] = self._graph.num_nodes
-        if not isinstance(num_neighbors, (NumNeighbors, list, tuple, dict)):
-            raise InvalidArgumentError(_WHERE, "num_neighbors", num_neighbors,
-                                       "a list of ints per hop (or a dict of such lists per edge type)")
-        self.num_neighbors = num_neighbors if isinstance(num_neighbors, NumNeighbors) else NumNeighbors(num_neighbors)
-        self.subgraph_type = subgraph_type
-        self.replace = bool(replace)
-        self.disjoint = bool(disjoint) or subgraph_type == "disjoint" or self.time_level is not None
-        self.temporal_strategy = temporal_strategy
         device = next(iter(self._graph.csc.values())).colptr.device if self._graph.csc else None
         self.backend = resolve_backend(backend, device, _WHERE, SAMPLER_BACKENDS)
         kernel = self.backend if self.backend in ("numba", "torch") else "torch"
-        self._options = HopOptions(_fanouts(self.num_neighbors, self.edge_types), self.num_neighbors.num_hops,
-                                   self.replace, self.disjoint, temporal_strategy, self.time_level,
-                                   weight_attr is not None, kernel, pools={t: [] for t in self.node_types})
-
-    @property
-    def is_temporal(self) -> bool:
-        return self.time_level is not None
-
-    @property
-    def node_time(self) -> Optional[Dict[NodeType, Tensor]]:
-        """Per node type, the time of every node (node-level temporal sampling), else ``None``."""
-        return dict(self._graph.node_time) if self.time_level == "node" else None
+        self._set_sampling(num_neighbors, subgraph_type, replace, disjoint, temporal_strategy, time_level,
+                           weight_attr is not None, kernel)
 
     @property
     def edge_time(self) -> Optional[Dict[EdgeType, Tensor]]:
@@ -201,4 +155,4 @@ class NeighborSampler(SamplerBase):
         return await super()._hops(seed, seed_time, key)
 
 
-__all__ = ["NeighborSampler", "SUBGRAPH_TYPES"]
+__all__ = ["NeighborSampler"]

@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-import torch
 from torch import Tensor
 
 from pyg_dist._types import EdgeType, NodeType
