@@ -4,7 +4,7 @@
 # covers ops, partition, stores, the samplers and one loader (the multi-process examples are left
 # out). Prints every test that ran. Extra arguments go to pytest.
 #
-#   scripts/ci_torch_backend.sh            # about 2 minutes on 2 cores, plus the venv install
+#   scripts/ci_torch_backend.sh            # about 1.5 minutes on 2 cores, plus the venv install
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,11 +14,15 @@ TESTS=(
     tests/test_kernel.py           # ops: one-hop kernel and relabeler invariants
     tests/test_buffers.py          # ops.rows, partition book routing, store buffers
     tests/test_partition.py        # partitioner (metis / random / supernode), round trips
+    tests/test_partition_cli.py    # the CLI, symmetric_csr / relabel_csc oracles
     tests/test_partition_errors.py
     tests/test_store.py            # local graph / feature stores
+    tests/test_store_world.py      # remote lookups routed by the partition book (2 spawned ranks)
     tests/test_neighbor_sampler.py # one-process sampler vs k_hop_subgraph
-    tests/test_dist_sampler.py     # distributed sampler
-    tests/test_loader_node.py      # one loader
+    tests/test_link_seeds.py       # edge seeds, negative sampling
+    tests/test_dist_sampler.py     # distributed sampler, one process
+    tests/test_dist_sampler_world.py  # distributed sampling in spawned worlds
+    tests/test_loader_node.py      # one loader (num_workers 0 and 2)
 )
 
 rm -rf "$VENV"

@@ -314,7 +314,8 @@ def test_scatter_segments_torch_matches_a_loop(monkeypatch, segments):
     pos = torch.randperm(segments, generator=gen)
     counts = torch.randint(0, 7, (segments,), generator=gen)
     total = int(counts.sum())
-    nbr, edge = torch.randint(0, 10 ** 6, (total,), generator=gen), torch.randint(0, 10 ** 6, (total,), generator=gen)
+    nbr = torch.randint(0, 10 ** 6, (total,), generator=gen)
+    edge = torch.randint(0, 10 ** 6, (total,), generator=gen)
     segs = list(zip(torch.split(nbr, counts.tolist()), torch.split(edge, counts.tolist())))
     src_of = {int(p): j for j, p in enumerate(pos)}
     got = R.scatter_segments(pos, counts.to(torch.int32), nbr, edge)
