@@ -8,14 +8,14 @@ under ``--cache-dir`` (the same cache file as ``bench_sampler.py``), or ``--grap
 seeds (each rank draws from the nodes its partition owns, as a co-located trainer would), fanouts
 [15, 10, 5]. Partition folders are cached under ``--cache-dir`` too.
 
-Prints ONE table: total batches/s over the ranks (batches of all ranks / wall time from the first
-rank's start to the last rank's end), speed-up over the 1-rank run (the row "whole graph each, no RPC"
-runs two independent whole-graph samplers at once: what 2 ranks could reach on this machine with no
-communication at all, as they share its memory bandwidth and caches), fraction of sampled nodes and
-feature rows that were local (unique nodes of each batch owned by its rank), fraction of frontier nodes
-whose one-hop sampling ran on the rank itself ("expanded here"; seeds and inner hops only), remote requests (one-hop + feature) and remote rounds per batch, and
-payload MB per batch (sent + received). The configurations run ``--repeats`` times in interleaved rounds
-(this VM's speed drifts by up to ~30 % over minutes); each row is its median round.
+Prints ONE table: total batches/s over the ranks (batches of all ranks / wall time from the first rank's start
+to the last rank's end), speed-up over the 1-rank run (the row "whole graph each, no RPC" runs two independent
+whole-graph samplers at once: what 2 ranks could reach on this machine with no communication at all, as they
+share its memory bandwidth and caches), fraction of sampled nodes and feature rows that were local (unique
+nodes of each batch owned by its rank), fraction of frontier nodes whose one-hop sampling ran on the rank
+itself ("expanded here"; seeds and inner hops only), remote requests (one-hop + feature) and remote rounds per
+batch, and payload MB per batch (sent + received). The configurations run ``--repeats`` times in interleaved
+rounds (this VM's speed drifts by up to ~30 % over minutes); each row is its median round.
 
     python scripts/bench_dist.py --scale 0.05                 # while developing
     python scripts/bench_dist.py --graph /tmp/products_like.pt
@@ -44,6 +44,7 @@ def folder(args, method: str, parts: int) -> str:
     if os.path.exists(os.path.join(path, "META.json")):
         return path
     from torch_geometric.data import Data
+
     from pyg_dist.partition import Partitioner
     g = load_graph(args)
     n = g["N"]
@@ -66,9 +67,10 @@ def bench_rank(rank: int, world_size: int, root: str, opts: dict) -> dict:
         os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
     torch.set_num_threads(1)
     from torch_geometric.sampler import NodeSamplerInput
+
     from pyg_dist import rpc
-    from pyg_dist.context import DistContext
     from pyg_dist._alloc import tune_allocator
+    from pyg_dist.context import DistContext
     from pyg_dist.ops import warmup
     from pyg_dist.sampler.dist_neighbor import DistNeighborSampler, serve_partition
     from pyg_dist.sampler.stats import SamplerStats
@@ -120,8 +122,10 @@ def run_config(args, method: str, parts: int, ranks: int = 0) -> dict:
     name = method if parts > 1 else ("whole graph" if ranks == 1 else "whole graph each, no RPC")
     return {"method": name, "ranks": ranks, "bps": total["batches"] / wall,
             "local_nodes": total["nodes_local"] / max(total["nodes_local"] + total["nodes_remote"], 1),
-            "local_feats": total["feature_rows_local"] / max(total["feature_rows_local"] + total["feature_rows_remote"], 1),
-            "local_expand": total["hop_seeds_local"] / max(total["hop_seeds_local"] + total["hop_seeds_remote"], 1),
+            "local_feats": total["feature_rows_local"]
+            / max(total["feature_rows_local"] + total["feature_rows_remote"], 1),
+            "local_expand": total["hop_seeds_local"]
+            / max(total["hop_seeds_local"] + total["hop_seeds_remote"], 1),
             "req": (total["sampling_requests"] + total["feature_requests"]) / b,
             "rounds": total["remote_sampling_rounds"] / b,
             "mb": (total["bytes_sent"] + total["bytes_received"]) / b / 2 ** 20,
@@ -169,8 +173,9 @@ def main(argv=None) -> None:
     print("|" + "|".join("---" for _ in head) + "|")
     for r in rows:
         every = "/".join(f"{b:.2f}" for b in r["all_bps"])
-        print(f"| {r['method']} | {r['ranks']} | {r['bps']:.2f} [{every}] | {r['bps'] / base:.2f}x | {100 * r['local_nodes']:.1f}% | "
-              f"{100 * r['local_feats']:.1f}% | {100 * r['local_expand']:.1f}% | {r['req']:.2f} | {r['rounds']:.2f} | {r['mb']:.2f} | {r['cpu_ms']:.0f} |")
+        print(f"| {r['method']} | {r['ranks']} | {r['bps']:.2f} [{every}] | {r['bps'] / base:.2f}x | "
+              f"{100 * r['local_nodes']:.1f}% | {100 * r['local_feats']:.1f}% | {100 * r['local_expand']:.1f}% | "
+              f"{r['req']:.2f} | {r['rounds']:.2f} | {r['mb']:.2f} | {r['cpu_ms']:.0f} |")
 
 
 if __name__ == "__main__":

@@ -16,9 +16,10 @@ Rows of the table:
   * ``rpc raw transfer``  2 ranks: one RPC returning B contiguous rows (the transport's own cost).
 
 Prints ONE table (median of timed runs after a warm-up: ``--reps`` at 500k ids, more for smaller batches;
-plain and store runs interleaved, each one after a 64 MiB scratch write so that no mode finds the rows
-the mode before it read still in the CPU caches: all modes gather the same ids), after two comment lines: the configuration, and the private memory a
-second process (a sampler worker) adds when it opens the same partition with and without ``mmap``.
+plain and store runs interleaved, each one after a 64 MiB scratch write so that no mode finds the rows the
+mode before it read still in the CPU caches: all modes gather the same ids), after two comment lines: the
+configuration, and the private memory a second process (a sampler worker) adds when it opens the same
+partition with and without ``mmap``.
 
     python scripts/bench_features.py --num-nodes 200000          # while developing
     python scripts/bench_features.py                             # products size (~1 GB folder, ~3 GB RAM)
@@ -49,6 +50,7 @@ def build_folder(root: str, n: int, dim: int) -> None:
         if section.get("num_nodes", {}).get("_N") == n and section.get("graph_attrs", {}).get("bench_dim") == dim:
             return
     from torch_geometric.data import Data
+
     from pyg_dist.partition import Partitioner
     gen = torch.Generator().manual_seed(0)
     data = Data(x=torch.randn(n, dim, generator=gen), edge_index=torch.randint(0, n, (2, 1000), generator=gen),
@@ -159,6 +161,7 @@ def worker_memory(root: str) -> str:
     process holds it memory-mapped: with ``mmap=True`` (shared pages) and ``mmap=False`` (a copy)."""
     import subprocess
     import sys
+
     from pyg_dist.store import LocalFeatureStore
     if not os.path.exists("/proc/self/smaps_rollup"):
         return "# worker memory: needs Linux /proc/<pid>/smaps_rollup"

@@ -64,6 +64,7 @@ def _run(args, method: str, parts: int, graph: Path, out: Path):
 
 def _make_graph(args, tmp: Path) -> Path:
     import torch
+
     from pyg_dist.datasets.synthetic import dcsbm_edges
     row, col = dcsbm_edges(args.num_nodes, args.num_pairs, community_size=1200)
     rowptr = torch.zeros(args.num_nodes + 1, dtype=torch.long)

@@ -35,6 +35,7 @@ def load_graph(args) -> dict:
 
 def make_sampler(g: dict, backend: str, fanouts):
     from torch_geometric.data import Data
+
     from pyg_dist import NeighborSampler
     from pyg_dist._alloc import tune_allocator
     tune_allocator()  # glibc keeps the batch's 1-30 MB arrays for reuse (what a distributed session does)

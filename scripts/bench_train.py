@@ -35,6 +35,7 @@ def train_rank(rank: int, world_size: int, root: str, opts: dict) -> dict:
     torch.set_num_threads(1)
     import torch.nn.functional as F
     from torch_geometric.nn import GraphSAGE
+
     from pyg_dist.loader.dist_node_loader import DistNeighborLoader
     from pyg_dist.ops import warmup
     from pyg_dist.train import TrainConfig, dist_session, wrap_ddp

@@ -10,19 +10,19 @@ cd "$(dirname "$0")/.."
 
 VENV=.venv-torch
 TESTS=(
-    tests/test_backend_switch.py   # the switch, torch twins vs oracles, imports without numba
-    tests/test_kernel.py           # ops: one-hop kernel and relabeler invariants
-    tests/test_buffers.py          # ops.rows, partition book routing, store buffers
-    tests/test_partition.py        # partitioner (metis / random / supernode), round trips
-    tests/test_partition_cli.py    # the CLI, symmetric_csr / relabel_csc oracles
-    tests/test_partition_errors.py
-    tests/test_store.py            # local graph / feature stores
-    tests/test_store_world.py      # remote lookups routed by the partition book (2 spawned ranks)
-    tests/test_neighbor_sampler.py # one-process sampler vs k_hop_subgraph
-    tests/test_link_seeds.py       # edge seeds, negative sampling
-    tests/test_dist_sampler.py     # distributed sampler, one process
-    tests/test_dist_sampler_world.py  # distributed sampling in spawned worlds
-    tests/test_loader_node.py      # one loader (num_workers 0 and 2)
+    tests/ops/test_backend_switch.py             # the switch, torch twins vs oracles, imports without numba
+    tests/ops/test_kernel.py                     # ops: one-hop kernel and relabeler invariants
+    tests/ops/test_buffers.py                    # ops.rows, partition book routing, store buffers
+    tests/partition/test_partition.py            # partitioner (metis / random / supernode), round trips
+    tests/partition/test_partition_cli.py        # the CLI, symmetric_csr / relabel_csc oracles
+    tests/partition/test_partition_errors.py
+    tests/store/test_store.py                    # local graph / feature stores
+    tests/store/test_store_world.py              # remote lookups routed by the partition book (2 spawned ranks)
+    tests/sampler/test_neighbor_sampler.py       # one-process sampler vs k_hop_subgraph
+    tests/sampler/test_link_seeds.py             # edge seeds, negative sampling
+    tests/sampler/test_dist_sampler.py           # distributed sampler, one process
+    tests/sampler/test_dist_sampler_world.py     # distributed sampling in spawned worlds
+    tests/loader/test_loader_node.py             # one loader (num_workers 0 and 2)
 )
 
 rm -rf "$VENV"

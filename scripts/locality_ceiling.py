@@ -69,10 +69,12 @@ def main() -> None:
     cut = float((parts[dst] != parts[g["col"]]).float().mean())
     root = os.path.join(args.cache_dir, "dist_products_like_communities2")
     if not os.path.exists(os.path.join(root, "META.json")):
-        import pyg_dist.partition.assign
         from torch_geometric.data import Data
+
+        import pyg_dist.partition.assign
         from pyg_dist.partition import Partitioner
-        pyg_dist.partition.assign.random_assign = lambda num_nodes, k, seed: {t: parts.clone() for t in num_nodes}  # our assignment
+        # our assignment
+        pyg_dist.partition.assign.random_assign = lambda num_nodes, k, seed: {t: parts.clone() for t in num_nodes}
         gen = torch.Generator().manual_seed(0)
         data = Data(edge_index=torch.stack([g["col"], dst]), num_nodes=N, x=torch.rand(N, 100, generator=gen),
                     y=torch.randint(0, 47, (N,), generator=gen))

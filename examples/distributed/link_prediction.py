@@ -19,9 +19,9 @@ import torch.nn.functional as F
 from torch_geometric.sampler import NegativeSampling
 
 from common import GraphSAGE, base_parser, check_args, print0, set_loss, setup, steps
-from pyg_dist.loader.dist_link_loader import DistLinkNeighborLoader
 from pyg_dist.entry import run_main
 from pyg_dist.errors import InvalidArgumentError
+from pyg_dist.loader.dist_link_loader import DistLinkNeighborLoader
 from pyg_dist.partition import read_meta
 from pyg_dist.train import TrainConfig, all_sum, dist_session, wrap_ddp
 

@@ -21,9 +21,9 @@ import torch
 import torch.nn.functional as F
 
 from common import GraphSAGE, base_parser, check_args, print0, set_loss, setup, steps
-from pyg_dist.loader.dist_node_loader import DistNeighborLoader
 from pyg_dist.entry import run_main
 from pyg_dist.errors import InvalidArgumentError
+from pyg_dist.loader.dist_node_loader import DistNeighborLoader
 from pyg_dist.train import TrainConfig, all_sum, dist_session, wrap_ddp
 
 

@@ -24,8 +24,15 @@ if TYPE_CHECKING:
     from pyg_dist.datasets.planetoid import load_planetoid
     from pyg_dist.datasets.registry import load_dataset
     from pyg_dist.datasets.synthetic import synthetic_graph
-    from pyg_dist.errors import (InvalidArgumentError, MissingDependencyError, NotInitializedError,
-                                 PartitionFormatError, PyGDistError, RemoteCallError, RpcTimeoutError)
+    from pyg_dist.errors import (
+        InvalidArgumentError,
+        MissingDependencyError,
+        NotInitializedError,
+        PartitionFormatError,
+        PyGDistError,
+        RemoteCallError,
+        RpcTimeoutError,
+    )
     from pyg_dist.inference import layerwise_inference
     from pyg_dist.loader.dist_link_loader import DistLinkNeighborLoader
     from pyg_dist.loader.dist_node_loader import DistNeighborLoader

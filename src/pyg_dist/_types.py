@@ -6,7 +6,7 @@ Inside pyg_dist every graph is typed: a homogeneous graph is the heterogeneous g
 """
 from __future__ import annotations
 
-from typing import Dict, Mapping, Optional, Tuple, TypeVar, Union
+from typing import Dict, Mapping, Optional, Tuple, TypeVar, Union, cast
 
 from torch import Tensor
 
@@ -30,7 +30,7 @@ def as_typed(value: Optional[Union[T, Mapping]], key: Union[NodeType, EdgeType],
     if value is None:
         return {}
     if is_hetero:
-        return dict(value)
+        return dict(cast(Mapping, value))
     return {key: value}
 
 
@@ -51,7 +51,7 @@ def str_edge_type(name: str) -> EdgeType:
     parts = tuple(name.split("__"))
     if len(parts) != 3:
         raise ValueError(f"edge type string {name!r} is not of the form 'src__rel__dst'")
-    return parts  # type: ignore[return-value]
+    return parts
 
 
 def is_tensor_dict(value) -> bool:

@@ -21,7 +21,7 @@ import dataclasses
 import os
 import sys
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Mapping, Optional, TypeVar, Union
 
 from .errors import InvalidArgumentError, check_positive_int
 
@@ -29,6 +29,8 @@ from .errors import InvalidArgumentError, check_positive_int
 RPC_PORT_ENV = "PYG_DIST_RPC_PORT"
 #: Set by torchrun in its children; makes ``env://``/``tcp://`` rendezvous act as store clients only.
 AGENT_STORE_ENV = "TORCHELASTIC_USE_AGENT_STORE"
+
+_Default = TypeVar("_Default", int, None)
 
 
 def _check_port(where: str, name: str, value) -> int:
@@ -139,14 +141,14 @@ class DistContext:
             >>> DistContext.from_env(2, env={"RANK": "1", "WORLD_SIZE": "2", "MASTER_PORT": "6000"}).partition
             1
         """
-        env = os.environ if env is None else env
+        environ: Mapping[str, str] = os.environ if env is None else env
         where = "DistContext.from_env"
-        if ("RANK" in env) != ("WORLD_SIZE" in env):
-            raise InvalidArgumentError(where, "RANK/WORLD_SIZE", (env.get("RANK"), env.get("WORLD_SIZE")),
+        if ("RANK" in environ) != ("WORLD_SIZE" in environ):
+            raise InvalidArgumentError(where, "RANK/WORLD_SIZE", (environ.get("RANK"), environ.get("WORLD_SIZE")),
                                        "both set (torchrun) or both unset (one process)")
 
-        def read_int(name: str, default: Optional[int]) -> Optional[int]:
-            raw = env.get(name)
+        def read_int(name: str, default: _Default) -> Union[int, _Default]:
+            raw = environ.get(name)
             if raw is None or raw == "":
                 return default
             try:
@@ -156,7 +158,7 @@ class DistContext:
 
         if rpc_port is None:
             rpc_port = read_int(RPC_PORT_ENV, None)
-        if "WORLD_SIZE" not in env and isinstance(num_partitions, int) and num_partitions > 1:
+        if "WORLD_SIZE" not in environ and isinstance(num_partitions, int) and num_partitions > 1:
             script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0].endswith(".py") else "<script>"
             raise InvalidArgumentError(
                 where, "WORLD_SIZE", "unset (not launched by torchrun)",
@@ -165,9 +167,9 @@ class DistContext:
         return cls(rank=read_int("RANK", 0), world_size=read_int("WORLD_SIZE", 1),
                    num_partitions=num_partitions, local_rank=read_int("LOCAL_RANK", None),
                    local_world_size=read_int("LOCAL_WORLD_SIZE", None),
-                   master_addr=env.get("MASTER_ADDR") or "127.0.0.1",
+                   master_addr=environ.get("MASTER_ADDR") or "127.0.0.1",
                    master_port=read_int("MASTER_PORT", 29500), rpc_port=rpc_port,
-                   num_workers=num_workers, use_agent_store=env.get(AGENT_STORE_ENV) == "True")
+                   num_workers=num_workers, use_agent_store=environ.get(AGENT_STORE_ENV) == "True")
 
     def for_worker(self, worker_id: int) -> "DistContext":
         """The context of this trainer's sampler worker ``worker_id`` (it joins the worker world).
@@ -203,7 +205,9 @@ class DistContext:
         if self.num_workers == 0 or self.worker_id is not None:
             raise InvalidArgumentError(where, "ctx", self, "a trainer context with num_workers > 0 "
                                        "(TrainConfig.num_workers): its trainers stay out of RPC")
-        port = self.rpc_port + index if port is None else port
+        if port is None:
+            assert self.rpc_port is not None  # resolved by __post_init__
+            port = self.rpc_port + index
         if port > 65535 or port == self.master_port:
             raise InvalidArgumentError(where, "index", index,
                                        f"a loader index whose port rpc_port + index = {port} is a free TCP "
@@ -224,7 +228,7 @@ class DistContext:
     @property
     def machine(self) -> int:
         """Index of this process's machine (``rank // local_world_size``)."""
-        return self.rank // self.local_world_size
+        return self.rank // self._ranks_per_machine
 
     def partition_of_rank(self, rank: int) -> int:
         """Partition served by trainer ``rank``."""
@@ -240,6 +244,11 @@ class DistContext:
     def joins_rpc(self) -> bool:
         """Whether this process is a member of the RPC world (trainer with W=0, or any worker)."""
         return self.num_workers == 0 or self.is_worker
+
+    @property
+    def _ranks_per_machine(self) -> int:
+        assert self.local_world_size is not None  # resolved by __post_init__
+        return self.local_world_size
 
     @property
     def _per_trainer(self) -> int:
@@ -290,7 +299,7 @@ class DistContext:
         if me in candidates:
             return me
         near = [c for c in candidates
-                if self.trainer_of_rpc_rank(c) // self.local_world_size == self.machine]
+                if self.trainer_of_rpc_rank(c) // self._ranks_per_machine == self.machine]
         pool = near or list(candidates)
         return pool[me % len(pool)]
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Callable, Sequence, Tuple
+from typing import Callable, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -45,6 +45,7 @@ class RowsRequest:
 
 @dataclass(frozen=True)
 class RowsReply:
+    """The rows a :class:`RowsRequest` asked for, in request order."""
     rows: Tensor
 
 
@@ -53,10 +54,12 @@ class LayerTable:
 
     def __init__(self, book, partition: int):
         self.book, self.partition = book, partition
-        self.layer, self.rows = -1, None
+        self.layer: int = -1
+        self.rows: Optional[Tensor] = None  # None also when this partition owns no node
         self._lock = threading.Lock()
 
-    def publish(self, layer: int, rows: Tensor) -> None:
+    def publish(self, layer: int, rows: Optional[Tensor]) -> None:
+        """Make ``rows`` (this partition's output of layer ``layer``) the rows served from now on."""
         with self._lock:
             self.layer, self.rows = layer, rows
 
@@ -69,9 +72,11 @@ class LayerTable:
         with self._lock:
             if layer != self.layer:
                 raise PyGDistError(f"partition {self.partition} holds layer {self.layer}, asked for layer {layer}")
+            assert self.rows is not None  # published, and this partition owns the rows asked for
             return self.rows[rows]
 
     def serve(self, req: RowsRequest) -> RowsReply:
+        """Answer a remote :class:`RowsRequest` (the :data:`ROWS_OP` callee)."""
         return RowsReply(self.local_rows(req.layer, req.ids))
 
 
@@ -101,9 +106,10 @@ def _barrier() -> None:
 
 @torch.no_grad()
 def layerwise_inference(layers: Sequence[Layer], env, *, x_attr: str = "x", batch_size: int = 4096,
-                        device=None, timeout: float = 60.0) -> Tuple[Tensor, Tensor]:
+                        device=None, timeout: float = 60.0) -> Tuple[Tensor, Optional[Tensor]]:
     """Runs ``layers`` over the whole graph, layer by layer; returns ``(global ids, outputs)`` of the
-    nodes this rank's partition owns. Collective: every rank of the world must call it.
+    nodes this rank's partition owns (outputs ``None`` when it owns none). Collective: every rank of the
+    world must call it.
 
     Args:
         layers: One callable per layer, ``layer(x_src, x_dst, edge_index) -> out_dst`` where

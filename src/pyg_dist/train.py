@@ -154,6 +154,7 @@ def _backend(cfg: TrainConfig) -> str:
 
 def _device(ctx: DistContext, backend: str) -> torch.device:
     if backend == "nccl" and torch.cuda.is_available():
+        assert ctx.local_rank is not None  # resolved by DistContext.__post_init__
         torch.cuda.set_device(ctx.local_rank % torch.cuda.device_count())
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
@@ -190,8 +191,8 @@ def teardown(ok: bool, timeout: float = 60.0) -> None:
         problems.append(exc)
     if problems and ok:
         raise PyGDistError(f"teardown failed: {problems[0]}") from problems[0]
-    for exc in problems:
-        LOG.warning("teardown after a failure: %s", exc)
+    for err in problems:
+        LOG.warning("teardown after a failure: %s", err)
 
 
 @contextlib.contextmanager

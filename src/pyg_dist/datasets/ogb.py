@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import gzip
 from pathlib import Path
-from typing import Optional, Union
+from typing import Literal, Optional, Union
 
 import numpy as np
 import torch
@@ -41,7 +41,7 @@ def _find_dir(root: Path, name: str) -> Path:
                                f"a folder holding {name.replace('-', '_')}/raw/edge.csv.gz (OGB layout, unpacked)")
 
 
-def _read_csv(path: Path, dtype, ndmin: int = 1) -> np.ndarray:
+def _read_csv(path: Path, dtype, ndmin: Literal[1, 2] = 1) -> np.ndarray:
     try:
         with gzip.open(path, "rt") as f:
             return np.loadtxt(f, delimiter=",", dtype=dtype, ndmin=ndmin)

@@ -7,12 +7,15 @@ loader mixin (agreed batch count, in-process prefetching, stopping workers).
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Optional, Tuple
 
 import torch
 
 from pyg_dist.context import DistContext
 from pyg_dist.errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from pyg_dist.loader.seed_split import SeedShare
 
 
 def resolve_data(where: str, data: Any, ctx: Optional[DistContext], num_workers: int):
@@ -62,8 +65,8 @@ def make_sampler(where: str, graph_store, feature_store, num_neighbors, neighbor
     """The loader's sampler: ``neighbor_sampler`` when given, else a ``DistNeighborSampler`` with ``opts``."""
     if neighbor_sampler is not None:
         return neighbor_sampler
-    from pyg_dist.sampler.dist_neighbor import DistNeighborSampler
     from pyg_dist.loader import _checks
+    from pyg_dist.sampler.dist_neighbor import DistNeighborSampler
     _checks.check_num_neighbors(where, num_neighbors)
     return DistNeighborSampler(graph_store, feature_store, num_neighbors, **opts)
 
@@ -71,6 +74,8 @@ def make_sampler(where: str, graph_store, feature_store, num_neighbors, neighbor
 class DistLoaderMixin:
     """What both distributed loaders share: the agreed batch count, in-process prefetching
     (``concurrency`` batches in flight with ``num_workers=0``) and stopping their workers."""
+
+    seed_share: SeedShare  # this rank's seeds and the agreed batch count (set by the loader)
 
     @property
     def _dist_sampler(self):

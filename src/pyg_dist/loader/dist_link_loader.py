@@ -13,12 +13,11 @@ from torch import Tensor
 from torch_geometric.loader import LinkLoader
 
 from pyg_dist._types import HOMO_EDGE
-from pyg_dist.loader import dist_base, workers
-from pyg_dist.loader.epoch import KeyedDataLoader, KeyedLinkBatches, split_keyed
+from pyg_dist.errors import InvalidArgumentError
+from pyg_dist.loader import _checks, dist_base, workers
 from pyg_dist.loader.batch import link_batch
 from pyg_dist.loader.dist_node_loader import rank_seeds
-from pyg_dist.errors import InvalidArgumentError
-from pyg_dist.loader import _checks
+from pyg_dist.loader.epoch import KeyedDataLoader, KeyedLinkBatches, split_keyed
 from pyg_dist.loader.link_loader import resolve_neg_sampling
 
 _WHERE = "DistLinkNeighborLoader"

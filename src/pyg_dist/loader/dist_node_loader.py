@@ -15,12 +15,11 @@ from torch import Tensor
 from torch_geometric.loader import NodeLoader
 
 from pyg_dist._types import HOMO_NODE
-from pyg_dist.loader import dist_base, workers
-from pyg_dist.loader.epoch import KeyedDataLoader, KeyedNodeBatches, split_keyed
-from pyg_dist.loader.batch import node_batch
-from pyg_dist.loader.seed_split import SeedShare, balance_seeds, share_index
 from pyg_dist.errors import InvalidArgumentError, check_choice
-from pyg_dist.loader import _checks
+from pyg_dist.loader import _checks, dist_base, workers
+from pyg_dist.loader.batch import node_batch
+from pyg_dist.loader.epoch import KeyedDataLoader, KeyedNodeBatches, split_keyed
+from pyg_dist.loader.seed_split import SeedShare, balance_seeds, share_index
 
 _WHERE = "DistNeighborLoader"
 SEED_SPLITS = ("balanced", "partition")

@@ -144,6 +144,7 @@ class KeyedNodeBatches:
     """``collate_fn`` of pyg_dist's node loaders: PyG ``NodeLoader``'s, with the batch's key."""
 
     def collate_fn(self, index):
+        """Sample the seeds at ``index`` (a keyed index batch) with the batch's key."""
         idx, key = split_keyed(index)
         out = self.node_sampler.sample_from_nodes(self.input_data[idx], **sampler_key(self.node_sampler, key))
         return self.filter_fn(out) if self.filter_per_worker else out
@@ -153,6 +154,7 @@ class KeyedLinkBatches:
     """``collate_fn`` of pyg_dist's link loaders: PyG ``LinkLoader``'s, with the batch's key."""
 
     def collate_fn(self, index):
+        """Sample the seed edges at ``index`` (a keyed index batch) with the batch's key."""
         idx, key = split_keyed(index)
         out = self.link_sampler.sample_from_edges(self.input_data[idx], neg_sampling=self.neg_sampling,
                                                   **sampler_key(self.link_sampler, key))

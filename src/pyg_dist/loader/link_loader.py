@@ -142,7 +142,7 @@ class LinkNeighborLoader(KeyedLinkBatches, LinkLoader, KeyedDataLoader):
         counts = _checks.node_counts(data)
         _check_neg(neg, edge_label, edge_type, counts, filter_false_negatives)
         if filter_false_negatives:
-            if not isinstance(data, (Data, HeteroData)):
+            if not isinstance(data, (Data, HeteroData)) or index is None:  # in memory: index is a tensor
                 raise InvalidArgumentError(_WHERE, "filter_false_negatives", True,
                                            "False unless data is an in-memory Data/HeteroData")
             neg = _filtered(neg, data, edge_type, index, counts)

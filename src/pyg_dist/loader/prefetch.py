@@ -81,7 +81,9 @@ def prefetch_iterator(loader, start: Callable[[Any], Coroutine]):
     sampler = getattr(loader, "_dist_sampler", None)
     depth = getattr(sampler, "concurrency", 1)
     plan = getattr(loader, "batch_plan", None)
-    if loader.num_workers > 0 or depth <= 1 or not hasattr(sampler, "batch_timeout") or plan is None:
+    if loader.num_workers > 0 or depth <= 1 or plan is None:
+        return None
+    if sampler is None or not hasattr(sampler, "batch_timeout"):
         return None
     return PrefetchIterator(iter(plan), start, loader.filter_fn, depth, sampler.batch_timeout, len(plan))
 

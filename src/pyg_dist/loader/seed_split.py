@@ -182,7 +182,7 @@ def _check_items(items: Dict[str, Tensor]) -> int:
     sizes = {k: v.size(0) if isinstance(v, Tensor) and v.dim() else None for k, v in items.items()}
     if None in sizes.values() or len(set(sizes.values())) != 1:
         raise InvalidArgumentError(_WHERE, "items", sizes, "tensors with the same first dimension")
-    return next(iter(sizes.values()))
+    return next(iter(items.values())).size(0)
 
 
 def balance_seeds(items: Dict[str, Tensor], batch_size: int, drop_last: bool = False, *,

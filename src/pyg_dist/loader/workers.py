@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-from typing import Any, Callable, Optional
+from typing import Any, Callable, List, Optional
 
 from pyg_dist.context import DistContext
 from pyg_dist.errors import InvalidArgumentError
@@ -28,6 +28,7 @@ _WORKER_WORLDS = itertools.count()
 def _port_proposal(ctx: DistContext, index: int) -> int:
     """``rpc_port + index`` when free here, else a port the OS says is free (rank 0 proposes)."""
     from pyg_dist.rpc.runtime import check_port_free, pick_free_port
+    assert ctx.rpc_port is not None  # resolved by DistContext.__post_init__
     port = ctx.rpc_port + index
     try:
         if port <= 65535 and port != ctx.master_port:
@@ -51,7 +52,7 @@ def agree_world(where: str, ctx: DistContext, index: int, num_workers: int) -> D
     if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
         return ctx.for_loader(index, num_workers)
     mine = [index, _port_proposal(ctx, index) if dist.get_rank() == 0 else None]
-    every = [None] * dist.get_world_size()
+    every: List[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(every, mine)
     for rank, (other, _) in enumerate(every):
         if other != index:
@@ -92,6 +93,7 @@ class WorkerSetup:
         self.ctx, self.stores, self.user_fn, self.timeout = ctx, stores, user_fn, timeout
 
     def __call__(self, worker_id: int) -> None:
+        """In DataLoader worker ``worker_id``: serve the partition, join RPC, then run the user's init function."""
         from multiprocessing import util
 
         from pyg_dist import rpc

@@ -10,12 +10,29 @@
   (``$PYG_DIST_BACKEND=torch`` switches numba off everywhere: see :mod:`pyg_dist.ops.backend`).
 - :func:`warmup` — load / compile the numba kernels ahead of the first batch.
 """
-from pyg_dist.ops.backend import (BACKEND_ENV, KERNEL_BACKENDS, SAMPLER_BACKENDS, available_backends,
-                                  env_backend, native_available, numba_available, numba_unavailable_reason,
-                                  resolve_backend)
+from pyg_dist.ops.backend import (
+    BACKEND_ENV,
+    KERNEL_BACKENDS,
+    SAMPLER_BACKENDS,
+    available_backends,
+    env_backend,
+    native_available,
+    numba_available,
+    numba_unavailable_reason,
+    resolve_backend,
+)
 from pyg_dist.ops.csc import CSC, normalize_time
-from pyg_dist.ops.hop import (TEMPORAL_STRATEGIES, EdgeBuffer, Hop, OneHop, TensorBuffer, make_edge_buffer,
-                              one_hop, sample_hop, warmup)
+from pyg_dist.ops.hop import (
+    TEMPORAL_STRATEGIES,
+    EdgeBuffer,
+    Hop,
+    OneHop,
+    TensorBuffer,
+    make_edge_buffer,
+    one_hop,
+    sample_hop,
+    warmup,
+)
 from pyg_dist.ops.relabel import make_relabeler
 
 __all__ = ["CSC", "normalize_time", "one_hop", "OneHop", "sample_hop", "Hop", "make_relabeler",

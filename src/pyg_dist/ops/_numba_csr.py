@@ -164,5 +164,5 @@ def relabel_csc(edge_index: Tensor, inv_src: Tensor, inv_dst: Tensor, num_dst: i
     """See :func:`pyg_dist.partition.kernels.relabel_csc` (one linear counting pass here)."""
     ei = edge_index.long()
     oi = np.empty(0, dtype=np.int64) if order_in is None else order_in.numpy()
-    out = _relabel_csc(ei[0].numpy(), ei[1].numpy(), inv_src.numpy(), inv_dst.numpy(), oi, num_dst)
-    return tuple(torch.from_numpy(a) for a in out)
+    perm, row, col, ptr = _relabel_csc(ei[0].numpy(), ei[1].numpy(), inv_src.numpy(), inv_dst.numpy(), oi, num_dst)
+    return torch.from_numpy(perm), torch.from_numpy(row), torch.from_numpy(col), torch.from_numpy(ptr)

@@ -25,13 +25,21 @@ def _expand(colptr: Tensor, seeds: Tensor) -> Tuple[Tensor, Tensor]:
     return seg, pos
 
 
+def _edge_time(csc: CSC, pos: Tensor, node_time: Optional[Tensor]) -> Tensor:
+    """Time of the edges at ``pos``: their edge time, else the time of their source node."""
+    if csc.edge_time is not None:
+        return csc.edge_time[pos]
+    assert node_time is not None, "temporal sampling without edge time needs node_time"
+    return node_time[csc.row[pos]]
+
+
 def _allowed(csc: CSC, seg: Tensor, pos: Tensor, node_time: Optional[Tensor],
              seed_time: Optional[Tensor]) -> Tensor:
     keep = torch.ones(pos.numel(), dtype=torch.bool, device=pos.device)
     if csc.weight is not None:
         keep &= csc.weight[pos] > 0
     if seed_time is not None:
-        t = node_time[csc.row[pos]] if csc.edge_time is None else csc.edge_time[pos]
+        t = _edge_time(csc, pos, node_time)
         keep &= t <= seed_time[seg]
     return keep
 
@@ -113,7 +121,7 @@ def sample_torch(csc: CSC, seeds: Tensor, k: int, replace: bool, last: bool,
     elif k >= 0:
         cnt = _counts(n, k, False)
         if last:
-            t = node_time[csc.row[pos]] if csc.edge_time is None else csc.edge_time[pos]
+            t = _edge_time(csc, pos, node_time)
             order = torch.argsort(-pos)  # ties: the later position first
             order = order[torch.sort(-t[order], stable=True).indices]
         elif csc.weight is not None:
@@ -156,7 +164,10 @@ class TorchRelabeler:
 
     def add(self, ids: Tensor, batch: Optional[Tensor] = None) -> Tensor:
         """Local index of each id (appending unseen ids in first-seen order)."""
-        keys = ids if not self.disjoint else batch * self.num_nodes + ids
+        keys = ids
+        if self.disjoint:
+            assert batch is not None, "a disjoint relabeler needs the batch of each id"
+            keys = batch * self.num_nodes + ids
         old = self._keys.numel()
         allk = torch.cat([self._keys, keys])
         uniq, inv = torch.unique(allk, return_inverse=True)
@@ -169,7 +180,7 @@ class TorchRelabeler:
         local[is_new] = old + torch.searchsorted(new_first, first[is_new])
         self._keys = torch.cat([self._keys, allk[new_first]])
         self._nodes = torch.cat([self._nodes, ids[new_first - old]])
-        if self.disjoint:
+        if self._batch is not None and batch is not None:  # disjoint
             self._batch = torch.cat([self._batch, batch[new_first - old]])
         return local[inv[old:]]
 

@@ -8,7 +8,7 @@ aligned with ``row``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, overload
 
 import torch
 from torch import Tensor
@@ -104,6 +104,14 @@ class CSC:
             if value is not None:
                 value.share_memory_()
         return self
+
+
+@overload
+def normalize_time(time: Tensor) -> Tensor: ...
+
+
+@overload
+def normalize_time(time: None) -> None: ...
 
 
 def normalize_time(time: Optional[Tensor]) -> Optional[Tensor]:

@@ -4,7 +4,7 @@ remote partition sends back) and fused with relabelling (:func:`sample_hop`, wha
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -83,9 +83,10 @@ class TensorBuffer:
     """The torch backend's counterpart of :class:`EdgeBuffer`: collects hop tensors, concatenates once."""
 
     def __init__(self, capacity: int = 0):
-        self._parts = ([], [], [])
+        self._parts: Tuple[List[Tensor], List[Tensor], List[Tensor]] = ([], [], [])
 
     def append(self, hop: "Hop") -> None:
+        """Adds one hop's ``row`` / ``col`` / ``edge`` tensors."""
         for part, value in zip(self._parts, (hop.row, hop.col, hop.edge)):
             part.append(value)
 
@@ -109,29 +110,37 @@ def make_edge_buffer(backend: str, capacity: int = 1024):
     return EdgeBuffer(capacity) if backend == "numba" else TensorBuffer(capacity)
 
 
+def _kernel_times(csc: CSC, node_time: Optional[Tensor],
+                  seed_time: Optional[Tensor]) -> Tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """``(tmode, node time, edge time, seed time)`` as the numba kernels take them: ``tmode`` 0 = no
+    time, 1 = node time of the source, 2 = edge time; the arrays not used are empty."""
+    if seed_time is None:
+        return 0, _E64, _E64, _E64
+    if csc.edge_time is not None:
+        tmode, t = 2, csc.edge_time.numpy()
+    else:
+        assert node_time is not None, "checked by _check: temporal sampling needs node or edge time"
+        tmode, t = 1, node_time.numpy()
+    empty_t = _E64 if t.dtype == np.int64 else _EF64
+    # int times vs float seed times: t <= s  <=>  t <= floor(s)
+    st = seed_time.numpy()
+    st = (np.floor(st) if st.dtype.kind == "f" and t.dtype == np.int64 else st).astype(t.dtype, copy=False)
+    return tmode, (t if tmode == 1 else empty_t), (t if tmode == 2 else empty_t), st
+
+
 def _numba_sample(csc: CSC, seeds: Tensor, seed_offset: int, k: int, replace: bool, last: bool,
                   node_time: Optional[Tensor], seed_time: Optional[Tensor], key: int, id_offset: int = 0,
                   seed_batch: Optional[Tensor] = None, out: Optional[EdgeBuffer] = None):
     """Runs the two numba passes; returns numpy ``(nbr, edge, col, count, row_slot)`` (``row_slot``:
     where the relabelled rows go, a view into ``out`` or a fresh array)."""
-    tmode = 0 if seed_time is None else (2 if csc.edge_time is not None else 1)
-    tdtype = np.int64
-    if tmode:
-        tdtype = (csc.edge_time if tmode == 2 else node_time).numpy().dtype
-    empty_t = _E64 if tdtype == np.int64 else _EF64
-    nt = node_time.numpy() if tmode == 1 else empty_t
-    et = csc.edge_time.numpy() if tmode == 2 else empty_t
-    st = empty_t
-    if tmode:  # int times vs float seed times: t <= s  <=>  t <= floor(s)
-        st = seed_time.numpy()
-        st = (np.floor(st) if st.dtype.kind == "f" and tdtype == np.int64 else st).astype(tdtype, copy=False)
+    tmode, nt, et, st = _kernel_times(csc, node_time, seed_time)
     has_w = csc.weight is not None
-    w = csc.weight.numpy() if has_w else _EF64
+    w = csc.weight.numpy() if csc.weight is not None else _EF64
     colptr, row = csc.colptr.numpy(), csc.row.numpy()
     s = seeds.numpy()
     start, deg = np.empty(s.shape[0], np.int64), np.empty(s.shape[0], np.int64)
     has_eid = csc.edge_id is not None
-    eid = csc.edge_id.numpy() if has_eid else _E64
+    eid = csc.edge_id.numpy() if csc.edge_id is not None else _E64
     with numba_call() as kern:
         counts = kern.count_kernel(colptr, row, s, k, replace and not last, has_w, w, tmode,
                                           nt, et, st, start, deg)
@@ -266,6 +275,7 @@ def warmup(announce_after: float = 1.0) -> float:
     import logging
     import threading
     import time
+
     from pyg_dist.ops.backend import numba_available
     log = logging.getLogger("pyg_dist")
     t0 = time.perf_counter()

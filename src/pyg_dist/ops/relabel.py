@@ -66,7 +66,7 @@ class NumbaRelabeler:
             self._nodes = np.resize(self._nodes, cap)
             if self._batch is not None:
                 self._batch = np.resize(self._batch, cap)
-        if self.disjoint and 2 * need > self._keys.shape[0]:
+        if self._batch is not None and 2 * need > self._keys.shape[0]:  # disjoint: grow the hash table
             bits = max(self._bits + 1, int(np.ceil(np.log2(2 * need))))
             keys, vals = np.full(1 << bits, -1, np.int64), np.empty(1 << bits, np.int64)
             scratch_n, scratch_b = np.empty(self._n, np.int64), np.empty(self._n, np.int64)

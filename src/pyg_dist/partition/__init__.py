@@ -14,8 +14,15 @@ Example:
 from pyg_dist.partition.book import DensePartitionBook, PartitionBook
 from pyg_dist.partition.meta import PartitionMeta, read_meta
 from pyg_dist.partition.partitioner import METHODS, PartitionConfig, Partitioner
-from pyg_dist.partition.reader import (EdgeFeats, GraphPart, NodeFeats, PartitionData, load_book,
-                                       load_original_ids, load_partition)
+from pyg_dist.partition.reader import (
+    EdgeFeats,
+    GraphPart,
+    NodeFeats,
+    PartitionData,
+    load_book,
+    load_original_ids,
+    load_partition,
+)
 
 __all__ = ["Partitioner", "PartitionConfig", "METHODS", "PartitionMeta", "read_meta", "PartitionBook",
            "DensePartitionBook", "PartitionData", "GraphPart", "NodeFeats", "EdgeFeats", "load_partition",

@@ -48,9 +48,10 @@ def constraint_weights(g: TypedGraph) -> Tuple[List[str], np.ndarray]:
     """
     offsets, total = g.offsets(), g.total_nodes()
     indeg = {t: torch.zeros(n, dtype=torch.long) for t, n in g.num_nodes.items()}
-    for (s, r, d), ei in g.edge_index.items():
+    for (_, _, d), ei in g.edge_index.items():
         indeg[d] += torch.bincount(ei[1], minlength=g.num_nodes[d])
-    names, cols = [], []
+    names: List[str] = []
+    cols: List[Tensor] = []
     for t, n in g.num_nodes.items():
         sl = slice(offsets[t], offsets[t] + n)
         cands = [("nodes", torch.ones(n, dtype=torch.long))]

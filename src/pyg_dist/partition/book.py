@@ -23,6 +23,14 @@ class _BookBase:
     num_parts: int
     _sizes: Dict[AnyType, int]
 
+    def owner(self, type_: AnyType, ids) -> Tensor:
+        """Owning partition of each global id (each book implements it)."""
+        raise NotImplementedError
+
+    def to_local(self, type_: AnyType, ids) -> Tensor:
+        """Row of each global id within its owner's block (each book implements it)."""
+        raise NotImplementedError
+
     def _key(self, where: str, type_: AnyType) -> AnyType:
         key = tuple(type_) if isinstance(type_, (list, tuple)) else type_
         if key not in self._sizes:
@@ -181,14 +189,17 @@ class DensePartitionBook(_BookBase):
         self._sizes = {k: int(m.numel()) for k, m in self.maps.items()}
 
     def owner(self, type_: AnyType, ids) -> Tensor:
+        """Owning partition of each global id, read from the map."""
         key = self._key("owner", type_)
         return self.maps[key][self._ids("owner", key, ids)]
 
     def to_local(self, type_: AnyType, ids) -> Tensor:
+        """Row of each global id within its owner's block (ids of a part in ascending order)."""
         key = self._key("to_local", type_)
         return self._local[key][self._ids("to_local", key, ids)]
 
     def owned_ids(self, type_: AnyType, part: int) -> Tensor:
+        """Sorted global ids owned by ``part`` (not a range: a dense book's ids are scattered)."""
         key = self._key("owned_ids", type_)
         part = self._part("owned_ids", part)
         s = self._starts[key]
@@ -200,4 +211,5 @@ class DensePartitionBook(_BookBase):
                            "has non-contiguous ids; use owned_ids(type, part)")
 
     def to_global(self, type_: AnyType, part: int, local) -> Tensor:
+        """Inverse of :meth:`to_local` for one partition."""
         return self.owned_ids(type_, part)[torch.as_tensor(local, dtype=torch.long)]

@@ -1,10 +1,10 @@
-"""``pyg-dist-partition`` / ``scripts/partition_graph.py``: partition a dataset into a folder.
+r"""``pyg-dist-partition`` / ``scripts/partition_graph.py``: partition a dataset into a folder.
 
 Example::
 
-    pyg-dist-partition --dataset cora --root ../shared/data/planetoid --num-parts 2 --method metis \\
+    pyg-dist-partition --dataset cora --root ../shared/data/planetoid --num-parts 2 --method metis \
         --out /tmp/cora-2
-    pyg-dist-partition --dataset synthetic --num-nodes 100000 --hetero --node-time --num-parts 4 \\
+    pyg-dist-partition --dataset synthetic --num-nodes 100000 --hetero --node-time --num-parts 4 \
         --method supernode --num-clusters 256 --sub-parts 2 --out /tmp/syn-4
 """
 from __future__ import annotations
@@ -35,6 +35,7 @@ _APPLIES = {
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``pyg-dist-partition`` argument parser (every dataset's options; :func:`main` checks which apply)."""
     p = argparse.ArgumentParser(prog="pyg-dist-partition", description=__doc__.split("\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--dataset", required=True,
@@ -96,6 +97,7 @@ def check_applicable(args: argparse.Namespace) -> None:
 def dataset_options(args: argparse.Namespace) -> Dict[str, Any]:
     """Loader options for ``args.dataset`` from the flags that were given (see :func:`check_applicable`)."""
     name = args.dataset.lower()
+    opts: Dict[str, Any]
     if name == "synthetic":
         opts = {k: getattr(args, k) for k in _SYNTH if getattr(args, k) is not None}
         opts.update({k: True for k in _SYNTH_FLAGS if getattr(args, k)})
@@ -104,7 +106,7 @@ def dataset_options(args: argparse.Namespace) -> Dict[str, Any]:
     if name.startswith("ogbn-"):
         return {"split": args.split} if args.split else {}
     if name == "edgelist":
-        opts: Dict[str, Any] = {}
+        opts = {}
         if args.num_nodes is not None:
             opts["num_nodes"] = args.num_nodes
         files = dict(a.split("=", 1) for a in args.attr if "=" in a)

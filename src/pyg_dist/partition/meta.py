@@ -25,43 +25,53 @@ _PYG_KEYS = ("num_parts", "node_types", "edge_types", "is_hetero")
 
 # ----------------------------------------------------------------------------------------- file names
 def meta_path(root) -> Path:
+    """``root/META.json``."""
     return Path(root) / META_FILE
 
 
 def part_dir(root, part: int) -> Path:
+    """``root/part_<part>/``: the folder of one partition."""
     return Path(root) / f"part_{part}"
 
 
 def graph_path(root, part: int) -> Path:
+    """``part_<part>/graph.pt``: in-edges (CSC by destination) of the nodes ``part`` owns."""
     return part_dir(root, part) / "graph.pt"
 
 
 def node_feats_path(root, part: int) -> Path:
+    """``part_<part>/node_feats.pt``: global ids, features and time of the owned nodes."""
     return part_dir(root, part) / "node_feats.pt"
 
 
 def edge_feats_path(root, part: int) -> Path:
+    """``part_<part>/edge_feats.pt``: global ids, features and time of the owned edges."""
     return part_dir(root, part) / "edge_feats.pt"
 
 
 def node_map_path(root, ntype: NodeType, is_hetero: bool) -> Path:
+    """Node id -> partition map of ``ntype``: ``node_map/<ntype>.pt`` (hetero) or ``node_map.pt``."""
     return Path(root) / "node_map" / f"{ntype}.pt" if is_hetero else Path(root) / "node_map.pt"
 
 
 def edge_map_path(root, etype: EdgeType, is_hetero: bool) -> Path:
+    """Edge id -> partition map of ``etype``: ``edge_map/<src>__<rel>__<dst>.pt`` (hetero) or ``edge_map.pt``."""
     return (Path(root) / "edge_map" / f"{edge_type_str(etype)}.pt" if is_hetero
             else Path(root) / "edge_map.pt")
 
 
 def original_node_ids_path(root, ntype: NodeType) -> Path:
+    """The input graph's ids of ``ntype``'s nodes, indexed by partitioned id (to map back)."""
     return Path(root) / "pyg_dist" / "original_ids" / "node" / f"{ntype}.pt"
 
 
 def original_edge_ids_path(root, etype: EdgeType) -> Path:
+    """The input graph's ids of ``etype``'s edges, indexed by partitioned id (to map back)."""
     return Path(root) / "pyg_dist" / "original_ids" / "edge" / f"{edge_type_str(etype)}.pt"
 
 
 def full_node_time_path(root, ntype: NodeType) -> Path:
+    """The time of every node of ``ntype`` (all partitions), indexed by partitioned id."""
     return Path(root) / "pyg_dist" / "node_time" / f"{ntype}.pt"
 
 
@@ -148,6 +158,7 @@ def build_meta_json(meta: PartitionMeta) -> Dict[str, Any]:
 
 
 def write_meta(root, meta: PartitionMeta) -> None:
+    """Writes ``meta`` to ``root/META.json`` (PyG's keys plus the ``pyg_dist`` section)."""
     with open(meta_path(root), "w") as f:
         json.dump(build_meta_json(meta), f, indent=1)
 

@@ -13,8 +13,8 @@ from pyg_dist.errors import InvalidArgumentError, check_choice, check_positive_i
 from pyg_dist.partition import assign
 from pyg_dist.partition import meta as M
 from pyg_dist.partition.renumber import relabel
-from pyg_dist.partition.source import WEIGHT, TypedGraph, typed_graph
 from pyg_dist.partition.report import folder_bytes, format_report, quality_stats
+from pyg_dist.partition.source import WEIGHT, TypedGraph, typed_graph
 from pyg_dist.partition.writer import finalize_output, prepare_output, write_maps, write_parts
 
 _WHERE = "Partitioner"

@@ -14,7 +14,7 @@ from torch import Tensor
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE, EdgeType, NodeType, as_typed
 from pyg_dist.errors import InvalidArgumentError, PartitionFormatError
 from pyg_dist.partition import meta as M
-from pyg_dist.partition.book import DensePartitionBook, PartitionBook
+from pyg_dist.partition.book import AnyType, DensePartitionBook, PartitionBook
 from pyg_dist.partition.source import WEIGHT
 
 
@@ -88,8 +88,11 @@ class PartitionData:
 def load_book(meta: M.PartitionMeta) -> Union[PartitionBook, DensePartitionBook]:
     """The partition book of a folder: a range table, or a dense map for PyG-written folders."""
     if meta.is_native:
-        return PartitionBook({**meta.node_bounds, **meta.edge_bounds})
-    maps = {t: M.load_tensor(M.node_map_path(meta.root, t, meta.is_hetero)) for t in meta.node_types}
+        bounds: Dict[AnyType, Tensor] = dict(meta.node_bounds.items())
+        bounds.update(meta.edge_bounds.items())
+        return PartitionBook(bounds)
+    maps: Dict[AnyType, Tensor] = {t: M.load_tensor(M.node_map_path(meta.root, t, meta.is_hetero))
+                                   for t in meta.node_types}
     maps.update({e: M.load_tensor(M.edge_map_path(meta.root, e, meta.is_hetero)) for e in meta.edge_types})
     return DensePartitionBook(maps, meta.num_parts)
 
@@ -158,6 +161,7 @@ def load_original_ids(root) -> Dict[Union[NodeType, EdgeType], Tensor]:
         >>> pred_in_original_order = torch.empty_like(pred); pred_in_original_order[orig["_N"]] = pred  # doctest: +SKIP
     """
     meta = M.read_meta(root)
+    out: Dict[AnyType, Tensor]
     if not meta.is_native:
         out = {t: torch.arange(n) for t, n in meta.num_nodes.items()}
         out.update({e: torch.arange(n) for e, n in meta.num_edges.items()})

@@ -31,7 +31,7 @@ def quality_stats(g: TypedGraph, nodes: Dict[NodeType, NodeOrder], edges: Dict[A
     edges_pp = np.zeros(num_parts, dtype=np.int64)
     cut, total = 0, 0
     halo: Dict[tuple, Tensor] = {}  # (part, source type) -> marks of referenced non-owned nodes
-    for (s, _, d), eo in edges.items():
+    for (s, _, _), eo in edges.items():
         edges_pp += torch.diff(eo.bounds).numpy()
         sb = nodes[s].bounds
         for p in range(num_parts):

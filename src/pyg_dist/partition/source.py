@@ -56,6 +56,7 @@ class TypedGraph:
         return list(self.edge_index)
 
     def num_edges(self, edge_type: EdgeType) -> int:
+        """Number of edges of ``edge_type``."""
         return int(self.edge_index[edge_type].size(1))
 
     def offsets(self) -> Dict[NodeType, int]:
@@ -66,6 +67,7 @@ class TypedGraph:
         return out
 
     def total_nodes(self) -> int:
+        """Number of nodes over all types."""
         return sum(self.num_nodes.values())
 
 

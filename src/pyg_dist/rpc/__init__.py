@@ -13,10 +13,9 @@ Typical use in every process of the world::
         replies = rpc.run_coroutine(gather_them(futs), timeout=60)      # await on the loop
 """
 from .aio import get_loop, run_coroutine, stop_loop, submit_coroutine, wrap_torch_future
-from .calls import RpcFuture, call, call_async
 from .callees import CallReply, register_callee, registered_callees, unregister_callee
-from .runtime import (check_port_free, current_context, init_rpc, is_initialized, rpc_session,
-                      shutdown_rpc)
+from .calls import RpcFuture, call, call_async
+from .runtime import check_port_free, current_context, init_rpc, is_initialized, rpc_session, shutdown_rpc
 
 __all__ = [
     "CallReply", "RpcFuture", "call", "call_async", "check_port_free", "current_context", "get_loop",

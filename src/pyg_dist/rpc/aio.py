@@ -20,7 +20,7 @@ import concurrent.futures
 import os
 import threading
 from dataclasses import dataclass
-from typing import Any, Awaitable, Optional
+from typing import Any, Awaitable, Coroutine, Optional
 
 import torch
 
@@ -78,7 +78,7 @@ def _close(coro: Awaitable) -> None:
         coro.close()  # never started: close it so it is not reported as "never awaited"
 
 
-def run_coroutine(coro: Awaitable, timeout: float) -> Any:
+def run_coroutine(coro: Coroutine[Any, Any, Any], timeout: float) -> Any:
     """Runs ``coro`` on the background loop and waits at most ``timeout`` seconds for its result.
 
     Raises:
@@ -102,7 +102,7 @@ def run_coroutine(coro: Awaitable, timeout: float) -> Any:
         raise RpcTimeoutError(f"coroutine did not finish within {timeout:g} s (cancelled)") from None
 
 
-def submit_coroutine(coro: Awaitable) -> concurrent.futures.Future:
+def submit_coroutine(coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future:
     """Starts ``coro`` on the background loop and returns at once; wait with ``future.result(timeout)``.
 
     Raises:

@@ -28,21 +28,27 @@ _LEFT_KEY = "pyg_dist/rpc_left"
 _HOSTED: Dict[Tuple[int, int], Any] = {}
 
 
+def rpc_port(ctx: DistContext) -> int:
+    """``ctx.rpc_port``, never ``None`` once the context is built (its ``__post_init__`` resolves it)."""
+    assert ctx.rpc_port is not None
+    return ctx.rpc_port
+
+
 def _new_store(ctx: DistContext, is_master: bool, timeout: float):
     import torch.distributed as dist
 
-    return dist.TCPStore(ctx.master_addr, ctx.rpc_port, None, is_master=is_master,
+    return dist.TCPStore(ctx.master_addr, rpc_port(ctx), None, is_master=is_master,
                          timeout=timedelta(seconds=timeout), wait_for_workers=False, multi_tenant=True)
 
 
 def is_hosting(ctx: DistContext) -> bool:
     """True when this process already hosts the store server on ``ctx.rpc_port``."""
-    return (os.getpid(), ctx.rpc_port) in _HOSTED
+    return (os.getpid(), rpc_port(ctx)) in _HOSTED
 
 
 def host_store(ctx: DistContext, timeout: float) -> None:
     """Starts (once per process and port) the rendezvous store server that torch's init reuses."""
-    key = (os.getpid(), ctx.rpc_port)
+    key = (os.getpid(), rpc_port(ctx))
     if key not in _HOSTED:
         _HOSTED[key] = _new_store(ctx, True, timeout)
 
@@ -100,7 +106,7 @@ def report_left_or_linger(ctx: DistContext, timeout: float) -> Optional[str]:
         if not ctx.hosts_rpc_store:
             _new_store(ctx, False, timeout).add(_LEFT_KEY, 1)
             return None
-        store = _HOSTED[(os.getpid(), ctx.rpc_port)]
+        store = _HOSTED[(os.getpid(), rpc_port(ctx))]
         deadline = time.monotonic() + timeout
         while store.add(_LEFT_KEY, 0) < ctx.rpc_world_size - 1:
             if time.monotonic() > deadline:

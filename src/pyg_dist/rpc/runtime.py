@@ -114,7 +114,7 @@ def _without_env(var: Optional[str]) -> Iterator[None]:
     try:
         yield
     finally:
-        if saved is not None:
+        if var and saved is not None:
             os.environ[var] = saved
 
 
@@ -142,7 +142,7 @@ def _start_torch_rpc(ctx: DistContext, name: str, timeout: float, call_timeout: 
         raise PyGDistError("torch RPC needs numpy importable (its init gathers objects with it); "
                            "pip install numpy")
     if ctx.hosts_rpc_store and not leave.is_hosting(ctx):
-        check_port_free(ctx.rpc_port)
+        check_port_free(leave.rpc_port(ctx))
     method = ctx.rpc_init_method
     opts = rpc.TensorPipeRpcBackendOptions(init_method=method, rpc_timeout=call_timeout,
                                            num_worker_threads=num_threads, **_transport_kwargs())
@@ -200,7 +200,8 @@ def init_rpc(ctx: DistContext, *, timeout: float = DEFAULT_INIT_TIMEOUT,
     timeout = _positive_seconds(where, "timeout", timeout)
     call_timeout = _positive_seconds(where, "call_timeout", call_timeout)
     check_positive_int(where, "num_threads", num_threads)
-    if not ctx.joins_rpc:
+    rpc_rank = ctx.rpc_rank
+    if rpc_rank is None:  # a trainer whose sampler workers join RPC instead (not ctx.joins_rpc)
         raise InvalidArgumentError(where, "ctx", ctx, "a context that joins RPC: num_workers=0, or "
                                    "ctx.for_worker(i) inside sampler worker i")
     with _LOCK:
@@ -210,7 +211,7 @@ def init_rpc(ctx: DistContext, *, timeout: float = DEFAULT_INIT_TIMEOUT,
                 return
             raise InvalidArgumentError(where, "ctx", ctx, f"the context RPC already runs with ({state.name}); "
                                        "call shutdown_rpc() first")
-        name = ctx.worker_name(ctx.rpc_rank)
+        name = ctx.worker_name(rpc_rank)
         state = _State(ctx, name, os.getpid(), uses_rpc=ctx.num_partitions > 1, call_timeout=call_timeout)
         _STATE = state  # visible to callees that run while the rendezvous completes
         try:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pyg_dist._lazy import lazy_names
-
 from pyg_dist.sampler.neighbor import NeighborSampler
 from pyg_dist.sampler.output import TypedSample, to_sampler_output
 
@@ -21,4 +20,5 @@ if TYPE_CHECKING:
 
 _LAZY = {"DistNeighborSampler": "pyg_dist.sampler.dist_neighbor", "SamplerStats": "pyg_dist.sampler.stats"}
 
-__getattr__, __dir__, __all__ = lazy_names(__name__, _LAZY, eager=("NeighborSampler", "TypedSample", "to_sampler_output"))
+__getattr__, __dir__, __all__ = lazy_names(__name__, _LAZY,
+                                           eager=("NeighborSampler", "TypedSample", "to_sampler_output"))

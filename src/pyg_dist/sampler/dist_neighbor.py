@@ -26,8 +26,7 @@ from pyg_dist.sampler.base import SamplerBase, check_sampling_args
 from pyg_dist.sampler.graph import SamplingGraph
 from pyg_dist.sampler.hops import sample_hops, serve_one_hop
 from pyg_dist.sampler.links import LinkMetadata, TripletMetadata
-from pyg_dist.sampler.messages import (ONE_HOP_OP, DistLinkMetadata, DistNodeMetadata, DistTripletMetadata,
-                                       FeatureBatch)
+from pyg_dist.sampler.messages import ONE_HOP_OP, DistLinkMetadata, DistNodeMetadata, DistTripletMetadata, FeatureBatch
 from pyg_dist.sampler.output import TypedSample
 from pyg_dist.sampler.stats import SamplerStats, remote_count
 
@@ -67,7 +66,7 @@ def _time_level(meta, time_attr) -> Optional[str]:
     if time_attr is None:
         return None
     level = TIME_ATTRS.get(time_attr) if isinstance(time_attr, str) else None
-    has = {"node": meta.node_time_types, "edge": meta.edge_time_types}.get(level)
+    has = None if level is None else {"node": meta.node_time_types, "edge": meta.edge_time_types}.get(level)
     if not has:
         raise InvalidArgumentError(_WHERE, "time_attr", time_attr,
                                    f"None, 'time' (node time; folder has it for {meta.node_time_types}) or "
@@ -143,8 +142,9 @@ class DistNeighborSampler(SamplerBase):
         self.time_attr, self.weight_attr = time_attr, weight_attr
         self.concurrency = check_positive_int(_WHERE, "concurrency", concurrency)
         self.fetch_features, self.stats, self.timeout = bool(fetch_features), stats, float(timeout)
-        self._set_sampling(num_neighbors, subgraph_type, replace, disjoint, temporal_strategy, _time_level(meta, time_attr),
-                           _weighted(meta, weight_attr), resolve_backend(backend, None, _WHERE), self.timeout)
+        self._set_sampling(num_neighbors, subgraph_type, replace, disjoint, temporal_strategy,
+                           _time_level(meta, time_attr), _weighted(meta, weight_attr),
+                           resolve_backend(backend, None, _WHERE), self.timeout)
         for arg, value in (("node_attrs", node_attrs), ("edge_attrs", edge_attrs)):
             if value is not None and (isinstance(value, str) or not all(isinstance(a, str) for a in value)):
                 raise InvalidArgumentError(_WHERE, arg, value, "None or a list of attribute names")
@@ -164,7 +164,7 @@ class DistNeighborSampler(SamplerBase):
                                       ("edge_attrs", self._explicit[1], self._edge_attrs)):
                 missing = [a for a in given or () if not any(a in v for v in found.values())]
                 if missing:
-                    raise InvalidArgumentError(_WHERE, arg, list(given), f"attributes the folder stores (no type "
+                    raise InvalidArgumentError(_WHERE, arg, list(given or ()), f"attributes the folder stores (no type "
                                                f"has {missing})")
         self._slots: Dict[int, tuple] = {}
 

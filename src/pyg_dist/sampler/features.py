@@ -4,7 +4,7 @@ attributes together (through the feature store's ``lookup_many_async``), local r
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence
+from typing import Dict, Optional, Sequence, Union
 
 from torch import Tensor
 
@@ -54,11 +54,13 @@ async def fetch_features_async(feature_store, node: Dict[NodeType, Tensor], edge
 
     Args:
         feature_store: This process's :class:`~pyg_dist.store.LocalFeatureStore`.
-        node / edge: Typed global ids (the output node lists and edge ids of a batch).
-        node_attrs / edge_attrs: Per typed group, the attributes to fetch (from :func:`attrs_per_group`).
+        node: Typed global ids of the batch's nodes (its output node lists).
+        edge: Typed global ids of the batch's edges.
+        node_attrs: Per node type, the attributes to fetch (from :func:`attrs_per_group`).
+        edge_attrs: Per edge type, the attributes to fetch (from :func:`attrs_per_group`).
         stats: Counters to update, or ``None``.
     """
-    ids = {t: v for t, v in node.items() if t in node_attrs}
+    ids: Dict[Union[NodeType, EdgeType], Tensor] = {t: v for t, v in node.items() if t in node_attrs}
     ids.update({et: v for et, v in edge.items() if et in edge_attrs and v is not None})
     names = {g: list(node_attrs[g]) if isinstance(g, str) else list(edge_attrs[g]) for g in ids}
     if not ids:
@@ -66,7 +68,7 @@ async def fetch_features_async(feature_store, node: Dict[NodeType, Tensor], edge
     fut = feature_store.lookup_many_async(ids, names)
     remote = None if stats is None else _remote_rows(feature_store.book, feature_store.partition, ids)
     out = await fut
-    if stats is not None:
+    if stats is not None and remote is not None:
         _record(stats, ids, remote, out)
     return FeatureBatch(node={g: v for g, v in out.items() if isinstance(g, str)},
                         edge={g: v for g, v in out.items() if not isinstance(g, str)})

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
 
 from pyg_dist._types import EdgeType, NodeType
 from pyg_dist.ops import CSC
+
+if TYPE_CHECKING:
+    from pyg_dist.partition.book import DensePartitionBook, PartitionBook
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,7 @@ class SamplingGraph:
     dst_range: Dict[EdgeType, Tuple[int, int]]
     local_range: Dict[EdgeType, Optional[Tuple[int, int]]]
     node_time: Dict[NodeType, Tensor]
-    book: object
+    book: Union[PartitionBook, DensePartitionBook]
 
     @staticmethod
     def in_memory(node_types: List[NodeType], edge_types: List[EdgeType], num_nodes: Dict[NodeType, int],

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -33,6 +33,11 @@ from pyg_dist.sampler.messages import ONE_HOP_OP, HopTask, OneHopReply, OneHopRe
 from pyg_dist.sampler.output import TypedSample
 from pyg_dist.sampler.plan import HopPlan, plan_hop
 from pyg_dist.store.routing import check_answers, merge_segments
+
+if TYPE_CHECKING:
+    from pyg_dist.ops._torch_kernels import TorchRelabeler
+    from pyg_dist.ops.hop import EdgeBuffer, TensorBuffer
+    from pyg_dist.ops.relabel import NumbaRelabeler
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,7 @@ class HopOptions:
     pools: Dict[NodeType, list] = field(default_factory=dict)
 
     def request_template(self) -> OneHopRequest:
+        """A :class:`OneHopRequest` with these options and no tasks (partition and tasks filled in per hop)."""
         return OneHopRequest(-1, (), self.replace, self.temporal_strategy, self.time_level, self.weighted)
 
 
@@ -85,8 +91,8 @@ def serve_one_hop(graph: SamplingGraph, req: OneHopRequest) -> OneHopReply:
 @dataclass
 class _Batch:
     """The growing state of one batch: per node type its relabeler, per edge type its edge buffer."""
-    rel: Dict[NodeType, object]
-    buffers: Dict[EdgeType, object]
+    rel: Dict[NodeType, Union[NumbaRelabeler, TorchRelabeler]]
+    buffers: Dict[EdgeType, Union[EdgeBuffer, TensorBuffer]]
 
 
 def _pick(t: Optional[Tensor], pos: Optional[Tensor]) -> Optional[Tensor]:
@@ -174,7 +180,8 @@ def _hop_tasks(graph: SamplingGraph, opts: HopOptions, b: _Batch, hop: int, boun
         if k == 0 or hi == lo:
             continue
         rel = b.rel[et[2]]
-        sb = rel.batch[lo:hi] if opts.disjoint else None
+        batch = rel.batch if opts.disjoint else None
+        sb = None if batch is None else batch[lo:hi]
         temporal = batch_time is not None and graph.is_temporal_type(et, opts.time_level)
         tasks.append(HopTask(et, rel.nodes[lo:hi], k, mix(key, hop, i), batch_time[sb] if temporal else None, sb))
         starts.append(lo)

@@ -173,9 +173,10 @@ def _cycle(t: Optional[Tensor], length: int) -> Optional[Tensor]:
     return t.repeat(math.ceil(length / max(t.numel(), 1)))[:length]
 
 
-def _redraw_known(neg: NegativeSampling, src: Tensor, dst: Tensor, redraw_src: bool, draw_src: Callable,
+def _redraw_known(neg: NegativeSampling, src: Tensor, dst: Tensor, draw_src: Optional[Callable],
                   draw_dst: Callable) -> Tuple[Tensor, Tensor]:
-    """Redraws negatives that are known edges (see :class:`FilteredNegativeSampling`)."""
+    """Redraws negatives that are known edges (see :class:`FilteredNegativeSampling`); sources too when
+    ``draw_src`` is given."""
     if not isinstance(neg, FilteredNegativeSampling):
         return src, dst
     src, dst = src.clone(), dst.clone()
@@ -183,7 +184,7 @@ def _redraw_known(neg: NegativeSampling, src: Tensor, dst: Tensor, redraw_src: b
     for _ in range(neg.max_tries):
         if bad.numel() == 0:
             break
-        if redraw_src:
+        if draw_src is not None:
             src[bad] = draw_src(bad)
         dst[bad] = draw_dst(bad)
         bad = bad[contains_edges(neg.known_keys, src[bad], dst[bad], neg.num_dst)]
@@ -236,7 +237,7 @@ def link_seeds(inputs: EdgeSamplerInput, neg: Optional[NegativeSampling], num_no
         draw_dst = drawer(dst_type, neg.dst_weight, neg_time)
         src_neg = draw_src(every)
         dst_neg = draw_dst(every)
-        src_neg, dst_neg = _redraw_known(neg, src_neg, dst_neg, True, draw_src, draw_dst)
+        src_neg, dst_neg = _redraw_known(neg, src_neg, dst_neg, draw_src, draw_dst)
         if label is None:
             label = torch.ones(num_pos)
         label = torch.cat([label, label.new_zeros((num_neg,) + tuple(label.shape[1:]))])
@@ -246,7 +247,7 @@ def link_seeds(inputs: EdgeSamplerInput, neg: Optional[NegativeSampling], num_no
     owner = _owner(num_neg, num_pos, int(neg.amount), disjoint)
     draw_dst = drawer(dst_type, neg.dst_weight, None if time is None else time[owner])
     dst_neg = draw_dst(every)
-    _, dst_neg = _redraw_known(neg, src[owner], dst_neg, False, None, draw_dst)
+    _, dst_neg = _redraw_known(neg, src[owner], dst_neg, None, draw_dst)
     return LinkSeeds(src, torch.cat([dst, dst_neg]), time, _cycle(time, num_pos + num_neg), None, num_pos)
 
 

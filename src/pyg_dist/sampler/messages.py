@@ -15,7 +15,8 @@ from torch import Tensor
 from pyg_dist._types import EdgeType, NodeType
 from pyg_dist.ops import OneHop
 
-#: Name of the callee that samples one hop for a remote partition (see :func:`~pyg_dist.sampler.dist_neighbor.serve_partition`).
+#: Name of the callee that samples one hop for a remote partition
+#: (see :func:`~pyg_dist.sampler.dist_neighbor.serve_partition`).
 ONE_HOP_OP = "pyg_dist.one_hop"
 
 
@@ -41,7 +42,9 @@ class HopTask:
 
     def subset(self, pos: Tensor) -> "HopTask":
         """The task restricted to positions ``pos`` of its seeds."""
-        pick = (lambda t: None if t is None else t.index_select(0, pos))
+        def pick(t: Optional[Tensor]) -> Optional[Tensor]:
+            return None if t is None else t.index_select(0, pos)
+
         return HopTask(self.edge_type, self.seeds.index_select(0, pos), self.num_neighbors, self.key,
                        pick(self.seed_time), pick(self.batch))
 

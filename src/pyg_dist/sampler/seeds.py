@@ -46,12 +46,13 @@ def check_seed_time(where: str, seed: Dict[NodeType, Tensor], seed_time, is_temp
             raise InvalidArgumentError(where, "seed_time", seed_time, "None (the sampler has no time_attr)")
         return None
     if not seed_time:
-        missing = [t for t in seed if (node_time or {}).get(t) is None]
+        known = node_time or {}
+        missing = [t for t in seed if known.get(t) is None]
         if missing:
             raise InvalidArgumentError(where, "seed_time", seed_time,
                                        f"seed times (no node time to default to for types {missing})")
-        return {t: node_time[t][ids] for t, ids in seed.items()}
-    out = {}
+        return {t: known[t][ids] for t, ids in seed.items()}
+    out: Dict[NodeType, Tensor] = {}
     for t, ids in seed.items():
         time = seed_time.get(t)
         if not isinstance(time, Tensor) or time.shape != ids.shape:

@@ -86,7 +86,8 @@ class BufferPool:
         with self._lock:  # the tensor is made under the lock: no other thread can take the same storage
             storage = self._take(nbytes)
             if storage is not None:
-                return torch.empty(0, dtype=dtype).set_(storage, 0, shape)
+                # torch accepts set_(storage, offset, size) (contiguous strides); its stubs want a stride too
+                return torch.empty(0, dtype=dtype).set_(storage, 0, shape)  # type: ignore[call-overload]
         self.misses += 1
         return torch.empty(shape, dtype=dtype)
 
@@ -96,8 +97,10 @@ class BufferPool:
             self._storages = []
 
     def _take(self, nbytes: int) -> Optional[torch.UntypedStorage]:
+        use_count = _use_count
+        assert use_count is not None  # empty() pools only when torch exposes the storage use count
         self._storages = [s for s in self._storages if not s.is_shared()]  # sent to another process
-        free = [s for s in self._storages if _use_count(s._cdata) == 1]
+        free = [s for s in self._storages if use_count(s._cdata) == 1]
         # at most twice the request: torch.rpc copies a tensor whose storage is >= 2x its bytes before sending
         fits = [s for s in free if nbytes <= s.nbytes() < 2 * nbytes]
         if fits:

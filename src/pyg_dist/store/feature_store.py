@@ -196,9 +196,11 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
         for key in keys:
             group = self._group("lookup_many_async", key, None, arg="ids")
             if key not in attr_names:
-                raise InvalidArgumentError(where, "attr_names", sorted(map(str, attr_names)), f"an entry for {key!r}")
+                raise InvalidArgumentError(where, "attr_names", sorted(map(str, attr_names)),
+                                           f"an entry for {key!r}")
             names = self._names(where, group, attr_names[key])
-            queries.append(lookup.FeatureQuery(group, names, *check_ids(where, ids[key], self.book.num_items(group), group)))
+            checked = check_ids(where, ids[key], self.book.num_items(group), group)
+            queries.append(lookup.FeatureQuery(group, names, *checked))
         finish = lambda outs: dict(zip(keys, outs))  # noqa: E731
         return lookup.start_lookup(self.book, self.partition, self._serve_column, queries, finish,
                               lookup.check_timeout(where, timeout))
@@ -227,8 +229,9 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
         from pyg_dist import rpc
         from pyg_dist.rpc.callees import lookup as registered
 
-        if lookup.LOOKUP_OP in rpc.registered_callees() and getattr(registered(lookup.LOOKUP_OP), "__self__", None) is self:
-            rpc.unregister_callee(lookup.LOOKUP_OP)
+        op = lookup.LOOKUP_OP
+        if op in rpc.registered_callees() and getattr(registered(op), "__self__", None) is self:
+            rpc.unregister_callee(op)
 
     def _serve_request(self, req: lookup.LookupRequest) -> lookup.LookupReply:
         return lookup.serve_request(self.book, self.partition, self._serve_column, req)
@@ -263,11 +266,9 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
 
     def get_all_tensor_attrs(self) -> List[TensorAttr]:
         """Every (group, attribute); homogeneous groups are named ``None`` / ``(None, None)`` as in PyG."""
-        out = []
+        out: List[TensorAttr] = []
         for group, cols in self._cols.items():
-            public = group
-            if not self.is_hetero:
-                public = None if group == HOMO_NODE else (None, None)
+            public = group if self.is_hetero else (None if group == HOMO_NODE else (None, None))
             out.extend(GlobalTensorAttr(public, name) for name in sorted(cols))
         return out
 

@@ -8,7 +8,7 @@ disagree with META.
 """
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from pyg_dist.errors import InvalidArgumentError, PartitionFormatError
 from pyg_dist.partition import meta as M
@@ -122,7 +122,8 @@ class PartitionStoreMixin:
     @classmethod
     def from_partition(cls, root, part: Optional[int] = None, *, ctx=None, mmap: bool = True):
         """Opens partition ``part`` of the folder ``root`` (see :func:`pyg_dist.store.load_stores`)."""
-        return cls(open_partition(f"{cls.__name__}.from_partition", root, part, ctx, mmap), mmap=mmap)
+        store: Callable[..., Any] = cls  # a concrete store: its constructor takes (data, mmap)
+        return store(open_partition(f"{cls.__name__}.from_partition", root, part, ctx, mmap), mmap=mmap)
 
     def __reduce__(self):  # pickled (spawned workers): re-open the folder; mmap keeps one copy
         return (_reopen, (type(self), str(self.partition_meta.root), self.partition, self._mmap))

@@ -147,7 +147,10 @@ class LookupFuture:
 
     def __init__(self, plan: LookupPlan, out: List[Dict[str, Tensor]], pending: List[_Pending],
                  finish: Callable[[List[Dict[str, Tensor]]], Any]):
-        self._plan, self._out, self._pending, self._finish = plan, out, pending, finish
+        # plan and finish are None in a completed() future, which never completes again
+        self._plan: Optional[LookupPlan] = plan
+        self._finish: Optional[Callable[[List[Dict[str, Tensor]]], Any]] = finish
+        self._out, self._pending = out, pending
         self._result: Any = None
         self._done = not pending
         if self._done:
@@ -185,6 +188,7 @@ class LookupFuture:
         return self._result
 
     def _complete(self, replies: List[LookupReply]) -> None:
+        assert self._plan is not None and self._finish is not None  # a pending future has both
         for p, reply in zip(self._pending, replies):
             _scatter(self._plan, self._out, p, reply)
         self._pending, self._done = [], True
@@ -196,12 +200,12 @@ def _scatter(plan: LookupPlan, out: List[Dict[str, Tensor]], p: _Pending, reply:
     for qi, values in zip(p.slots, reply.values):
         pos = plan.routes[qi].remote[p.partition]
         for name, dst in list(out[qi].items()):
-            chunks = values.get(name)
-            _check_chunks(p.partition, name, chunks, dst, pos.numel())
+            chunks = _check_chunks(p.partition, name, values.get(name), dst, pos.numel())
             out[qi][name] = scatter_row_chunks(dst, pos, chunks)
 
 
-def _check_chunks(partition: int, name: str, chunks, dst: Tensor, rows: int) -> None:
+def _check_chunks(partition: int, name: str, chunks: Any, dst: Tensor, rows: int) -> List[Tensor]:
+    """``chunks`` when it is a list of tensors holding ``rows`` rows shaped like ``dst``'s, else PyGDistError."""
     ok = isinstance(chunks, list) and all(isinstance(c, Tensor) and c.dtype == dst.dtype and c.dim() == dst.dim()
                                           and c.shape[1:] == dst.shape[1:] for c in chunks)
     if not ok or sum(c.size(0) for c in chunks) != rows:
@@ -209,6 +213,7 @@ def _check_chunks(partition: int, name: str, chunks, dst: Tensor, rows: int) -> 
                                                          for c in chunks[:3]]
         raise PyGDistError(f"partition {partition} answered attribute {name!r} with {got}; expected {rows} rows "
                            f"of {dst.dtype} {tuple(dst.shape[1:])} (do the partitions come from the same folder?)")
+    return chunks
 
 
 def gather_local(route: Route, col: Tensor) -> Tensor:
@@ -251,5 +256,5 @@ def check_timeout(where: str, timeout: Any) -> Optional[float]:
     return float(timeout)
 
 
-__all__ = ["LOOKUP_OP", "FeatureQuery", "LookupRequest", "LookupReply", "LookupPlan", "plan_lookup", "serve_request", "start_lookup", "LookupFuture", "gather_local",
-           "check_timeout"]
+__all__ = ["LOOKUP_OP", "FeatureQuery", "LookupRequest", "LookupReply", "LookupPlan", "plan_lookup", "serve_request",
+           "start_lookup", "LookupFuture", "gather_local", "check_timeout"]

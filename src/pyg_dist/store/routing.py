@@ -18,12 +18,15 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
 import torch
 from torch import Tensor
 
 from pyg_dist.errors import PyGDistError
+
+if TYPE_CHECKING:
+    from pyg_dist.ops import OneHop
 
 T = TypeVar("T")
 
@@ -80,6 +83,7 @@ def route_ids(book, part: int, group, ids: Tensor, *, local_range: Optional[Tupl
         book: The folder's partition book (the only translator of ids).
         part: The partition answering locally.
         group: Node type or edge type of the ids.
+        ids: 1-D int64 global ids to split.
         local_range: ``(start, end)``: ids answered here regardless of their owner (e.g. the
             destinations whose in-edges a hybrid partition stores); default: the ids ``part`` owns.
         id_range: ``(min, max)`` of ``ids`` when the caller already knows it (saves a pass).
@@ -137,7 +141,7 @@ def check_answers(partition: int, what: str, got: int, expected: int) -> None:
                            "(do all processes read the same partition folder?)")
 
 
-def merge_segments(route: Route, local, remote: Dict[int, object]):
+def merge_segments(route: Route, local: OneHop, remote: Mapping[int, OneHop]) -> OneHop:
     """Variable-length answers (:class:`~pyg_dist.ops.OneHop`: ``nbr``, ``edge``, ``count``) back in
     input order: part ``i``-th seed's ``count[i]`` entries belong to position ``i`` of its share
     (``route.local_pos`` / ``route.remote[p]``). Raises :class:`PyGDistError` when a part does not
@@ -146,6 +150,7 @@ def merge_segments(route: Route, local, remote: Dict[int, object]):
     from pyg_dist.ops.rows import scatter_segments
     if not route.remote:
         return local
+    assert route.local_pos is not None  # None only on the all-local fast path (no remote shares)
     pieces = [(route.local_pos, local)] + [(route.remote[p], remote[p]) for p in sorted(route.remote)]
     for pos, part in pieces:
         if part.count.numel() != pos.numel() or int(part.count.sum()) != part.nbr.numel():

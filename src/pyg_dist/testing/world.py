@@ -150,18 +150,18 @@ def spawn_world(world_size: int, fn: Callable[..., Any], *args: Any, timeout: fl
                                    f"a module-level function and picklable arguments ({exc})") from exc
     may_die = set(may_die)
     own_dir = log_dir is None
-    log_dir = tempfile.mkdtemp(prefix="pyg_dist_world_") if own_dir else log_dir
-    os.makedirs(log_dir, exist_ok=True)
+    logs: str = tempfile.mkdtemp(prefix="pyg_dist_world_") if log_dir is None else log_dir
+    os.makedirs(logs, exist_ok=True)
     ports = free_ports(2)
     procs: Dict[int, subprocess.Popen] = {}
     try:
         for rank in range(world_size):
-            procs[rank] = _start_rank(rank, world_size, fn, args, log_dir, _rank_env(rank, world_size, ports, env))
-        results = _supervise(procs, log_dir, timeout, may_die)
+            procs[rank] = _start_rank(rank, world_size, fn, args, logs, _rank_env(rank, world_size, ports, env))
+        results = _supervise(procs, logs, timeout, may_die)
     finally:
         _kill_all(procs)
     if own_dir:
-        shutil.rmtree(log_dir, ignore_errors=True)
+        shutil.rmtree(logs, ignore_errors=True)
     return results
 
 

@@ -17,19 +17,12 @@ from pyg_dist.errors import PartitionFormatError, RemoteCallError
 from pyg_dist.partition import Partitioner, load_original_ids
 from pyg_dist.store import LOOKUP_OP, load_stores
 from pyg_dist.store.lookup import FeatureQuery, LookupRequest
+from pyg_dist.testing import original_attrs
 
 HOMO = dict(num_nodes=1200, avg_degree=6, num_features=12, community_size=60, node_time=True, edge_time=True,
             edge_dim=4, edge_weight=True, seed=11)
 HETERO = dict(num_nodes=1200, avg_degree=6, num_features=6, community_size=60, hetero=True, node_time=True,
               edge_time=True, edge_dim=3, edge_weight=True, seed=12)
-
-
-def _originals(data, group):
-    from torch_geometric.data import HeteroData
-    store = data[group] if isinstance(data, HeteroData) else data
-    if isinstance(group, str):
-        return {k: store[k] for k in store.keys() if k in ("x", "y", "time") or k.endswith("_mask")}
-    return {k: store[k] for k in store.keys() if k in ("edge_attr", "edge_weight", "edge_time")}
 
 
 def _check_folder(ctx: DistContext, root: str, spec: dict) -> dict:
@@ -45,7 +38,7 @@ def _check_folder(ctx: DistContext, root: str, spec: dict) -> dict:
             ids = torch.randint(0, orig[group].numel(), (400,), generator=gen)
             remote = int((fs.book.owner(group, ids) != ctx.partition).sum())
             assert remote > 0, group
-            expected = _originals(data, group)
+            expected = original_attrs(data, group)
             got = fs.lookup_features(ids, isinstance(group, str), public, attr_names=sorted(expected))
             for name, value in expected.items():
                 assert torch.equal(got[name], value[orig[group][ids]]), (group, name)
@@ -64,7 +57,7 @@ def _check_folder(ctx: DistContext, root: str, spec: dict) -> dict:
         out = rpc.run_coroutine(fetch_all(), timeout=60)
         for g, values in out.items():
             for name in names[g]:
-                assert torch.equal(values[name], _originals(data, g)[name][orig[g][many[g]]]), (g, name)
+                assert torch.equal(values[name], original_attrs(data, g)[name][orig[g][many[g]]]), (g, name)
         # A request routed to the wrong partition fails on the callee and arrives typed.
         peer = (ctx.partition + 1) % ctx.num_partitions
         bad = LookupRequest(ctx.partition, [FeatureQuery(t0, ("x",), fs.get_global_id(

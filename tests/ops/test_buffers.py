@@ -9,8 +9,7 @@ import torch
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
 from pyg_dist.ops.rows import copy_rows
 from pyg_dist.partition.book import DensePartitionBook, PartitionBook, _BookBase
-from pyg_dist.store import buffers
-from pyg_dist.store import lookup
+from pyg_dist.store import buffers, lookup
 
 pytestmark = pytest.mark.timeout(120)
 ROWS = buffers._MIN_BYTES // 400 + 10  # a float32 [ROWS, 100] tensor is above the pool's floor
@@ -164,7 +163,7 @@ def test_tune_allocator_applies_once_and_can_be_disabled():
 def test_scatter_segments_numba_and_torch_agree_with_a_loop(monkeypatch):
     from pyg_dist.ops import numba_unavailable_reason
     from pyg_dist.ops import rows as R
-    if numba_unavailable_reason() is not None:  # the torch half alone: tests/test_backend_switch.py
+    if numba_unavailable_reason() is not None:  # the torch half alone: tests/ops/test_backend_switch.py
         pytest.skip(f"compares with the numba kernel: {numba_unavailable_reason()}")
     gen = torch.Generator().manual_seed(5)
     pos = torch.randperm(60, generator=gen)

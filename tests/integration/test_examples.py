@@ -13,7 +13,7 @@ import pyg_dist
 from pyg_dist.partition import Partitioner
 from pyg_dist.testing import free_port
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "distributed"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "distributed"
 
 
 def _env():
@@ -56,7 +56,10 @@ def test_hetero_node_classification_with_sampler_workers(tmp_path):
     proc = _torchrun("node_classification.py", "--partition-dir", str(tmp_path / "h2"), "--epochs", "2",
                      "--batch-size", "64", "--num-neighbors", "4,3", "--num-workers", "2", "--max-steps", "4")
     lines, acc = _test_acc(proc)
-    assert "hetero=True" in lines[0] and 0.0 <= acc <= 1.0
+    assert "hetero=True" in lines[0], lines
+    # 8 classes on the target type: chance is 0.125; this run (4 steps per epoch) measured 0.42 (0.41-0.57 on
+    # graph seeds 0-5, deterministic per seed)
+    assert acc > 0.25, lines
     epochs = [ln for ln in lines if ln.startswith("epoch=")]
     assert len(epochs) == 2 and all(re.search(r" val_acc=[0-9.]+ ", ln) for ln in epochs)  # val loader has workers too
 
@@ -67,10 +70,12 @@ def test_link_examples(tmp_path, script):
     data = pyg_dist.synthetic_graph(1500, 6, num_features=16, edge_time=True, seed=3)
     Partitioner(data, 2, method="metis").save(tmp_path / "l2", progress=False)
     proc = _torchrun(script, "--partition-dir", str(tmp_path / "l2"), "--epochs", "2", "--batch-size", "64",
-                     "--num-neighbors", "4,3", "--max-steps", "4", "--concurrency", "2")
+                     "--num-neighbors", "4,3", "--max-steps", "16", "--concurrency", "2")
     lines, acc = _test_acc(proc)
     assert f"temporal={script.startswith('temporal')}" in lines[0], lines
-    assert 0.0 <= acc <= 1.0
+    # one negative per positive: chance is 0.5 (+-0.008 over the 4096 test links of 16 steps); 16 steps per
+    # epoch measured 0.638 (link) / 0.665 (temporal), 0.62-0.67 on graph seeds 0, 1, 3 (4 steps: 0.53-0.61)
+    assert acc > 0.56, lines
 
 
 @pytest.mark.timeout(300)

@@ -21,6 +21,7 @@ from pyg_dist.sampler.plan import plan_hop
 from pyg_dist.sampler.stats import SamplerStats
 from pyg_dist.store import load_stores
 from pyg_dist.store.routing import merge_segments, route_ids
+from pyg_dist.testing import write_pyg_homo
 
 
 # ----------------------------------------------------------------------------------------- routing
@@ -41,8 +42,8 @@ def test_route_and_merge_restore_frontier_order():
     assert torch.equal(merged.count, whole.count)
     assert torch.equal(merged.nbr, whole.nbr) and torch.equal(merged.edge, whole.edge)
     with pytest.raises(PyGDistError, match="one-hop reply"):
-        merge_segments(route, local, {**remote, 0: OneHop(torch.zeros(1, dtype=torch.long),
-                                                          torch.zeros(1, dtype=torch.long), torch.ones(1, dtype=torch.long))})
+        one = torch.ones(1, dtype=torch.long)
+        merge_segments(route, local, {**remote, 0: OneHop(one * 0, one * 0, one)})
 
 
 def _graph_of(book, part, local_range):
@@ -93,7 +94,8 @@ def test_one_partition_equals_one_process_sampler(one_part):
     fb = out.metadata.features
     assert isinstance(fb, FeatureBatch) and torch.equal(fb.node["_N"]["x"], data.x[o[out.node]])
     assert torch.equal(fb.node_attr("y")["_N"], data.y[o[out.node]])
-    assert torch.equal(fb.edge_attr("edge_attr")[("_N", "_E", "_N")], data.edge_attr[orig[("_N", "_E", "_N")][out.edge]])
+    et = ("_N", "_E", "_N")
+    assert torch.equal(fb.edge_attr("edge_attr")[et], data.edge_attr[orig[et][out.edge]])
     assert out.metadata.input_id.tolist() == [0, 1, 2, 3] and out.metadata.seed_time is None
     s = stats.summary()
     assert s["batches"] == 1 and s["local_node_frac"] == 1.0 and s["requests_per_batch"] == 0
@@ -116,7 +118,10 @@ def test_bidirectional_disjoint_and_link_outputs(one_part):
     assert out.batch[:3].tolist() == [0, 1, 2] and out.node[:3].tolist() == [5, 5, 9]
     inp = EdgeSamplerInput(None, torch.tensor([0, 1]), torch.tensor([2, 3]), label=torch.tensor([1.0, 1.0]))
     out = dis.sample_from_edges(inp, NegativeSampling("binary", 2))
-    assert out.metadata.edge_label.tolist() == [1, 1, 0, 0, 0, 0] and out.metadata.features is not None
+    md = out.metadata
+    assert md.edge_label.tolist() == [1, 1, 0, 0, 0, 0]
+    assert out.node[md.edge_label_index[:, :2]].tolist() == [[0, 1], [2, 3]]  # the positives, then negatives
+    assert torch.equal(md.features.node["_N"]["x"], data.x[orig["_N"][out.node]])  # a row for every node
 
 
 def test_serve_one_hop_checks_routing(one_part):
@@ -139,7 +144,8 @@ def test_pickled_sampler_reopens_its_folder(one_part):
     clone = pickle.loads(pickle.dumps(sampler))
     a = sampler.sample_typed({"_N": torch.tensor([1, 2])}, key=3)
     b = clone.sample_typed({"_N": torch.tensor([1, 2])}, key=3)
-    assert torch.equal(a.node["_N"], b.node["_N"]) and torch.equal(a.edge[("_N", "_E", "_N")], b.edge[("_N", "_E", "_N")])
+    et = ("_N", "_E", "_N")
+    assert torch.equal(a.node["_N"], b.node["_N"]) and torch.equal(a.edge[et], b.edge[et])
 
 
 def test_serve_partition_serves_both_ops(one_part):
@@ -174,7 +180,7 @@ def test_bad_arguments_are_named(one_part, kwargs, name):
 
 
 def test_bad_inputs_are_named(one_part):
-    _, _, gs, fs = one_part
+    data, orig, gs, fs = one_part
     with pytest.raises(InvalidArgumentError, match="'graph_store'"):
         DistNeighborSampler(fs, fs, [2])
     with pytest.raises(InvalidArgumentError, match="'feature_store'"):
@@ -189,14 +195,21 @@ def test_bad_inputs_are_named(one_part):
     temporal = DistNeighborSampler(gs, fs, [2], time_attr="time")
     with pytest.raises(InvalidArgumentError, match="'seed_time'"):
         temporal.sample_typed({"_N": torch.tensor([1, 2])}, {"_N": torch.tensor([3])})
-    out = temporal.sample_typed({"_N": torch.tensor([1, 2])})  # defaults to the seeds' node time
-    assert out.batch is not None
+    seeds = torch.tensor([1, 2])
+    out = temporal.sample_typed({"_N": seeds}, key=11)  # defaults to the seeds' node time
+    node, batch, et = out.node["_N"], out.batch["_N"], ("_N", "_E", "_N")
+    assert batch.shape == node.shape and batch[:2].tolist() == [0, 1]  # seeds map to themselves
+    assert bool(((batch >= 0) & (batch < seeds.numel())).all())       # every node: a valid seed position
+    assert out.row[et].numel() > 0 and torch.equal(batch[out.row[et]], batch[out.col[et]])  # disjoint subgraphs
+    node_time = data.time[orig["_N"][node]]
+    assert bool((node_time <= node_time[:2][batch]).all())            # nothing newer than its subgraph's seed
+    explicit = temporal.sample_typed({"_N": seeds}, {"_N": node_time[:2]}, key=11)
+    assert torch.equal(explicit.node["_N"], node) and torch.equal(explicit.batch["_N"], batch)
 
 
 def test_pyg_written_folder_routes_by_owner(tmp_path):
     """In a folder written by PyG every partition's CSC spans all nodes but holds only the in-edges of
     the nodes it owns: routing must follow the book, and the local part equals the original graph."""
-    from test_partition_pyg_format import write_pyg_homo
     data = synthetic_graph(300, 6, node_time=True, edge_time=True, edge_dim=2, seed=1)
     owner = torch.randint(0, 2, (300,), generator=torch.Generator().manual_seed(0))
     write_pyg_homo(data, owner, tmp_path / "pyg", 2)

@@ -19,7 +19,7 @@ import pytest
 import pyg_dist
 from pyg_dist.partition import Partitioner
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "distributed"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "distributed"
 ADDR = ("10.77.0.1", "10.77.0.2")
 
 
@@ -80,5 +80,8 @@ def test_two_hosts_over_veth(two_hosts, tmp_path):
     assert [p.returncode for p in procs] == [0, 0], "\n=====\n".join(o[-4000:] for o in outs)
     lines = outs[0].strip().splitlines()
     assert "world=2 partitions=2" in outs[0], outs[0][-3000:]
-    assert re.fullmatch(r"test_acc=[0-9.]+", lines[-1]), lines[-5:]
+    match = re.fullmatch(r"test_acc=([0-9.]+)", lines[-1])
+    assert match, lines[-5:]
+    # 8 classes: chance is 0.125; the same run on one host measured 0.80 (0.73-0.85 on graph seeds 0-5)
+    assert float(match.group(1)) > 0.5, lines[-5:]
     assert len([ln for ln in lines if ln.startswith("epoch=")]) == 2

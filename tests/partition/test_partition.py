@@ -6,9 +6,10 @@ import json
 import pytest
 import torch
 
-from pyg_dist._types import HOMO_EDGE, HOMO_NODE
+from pyg_dist._types import HOMO_EDGE, HOMO_NODE, edge_type_str
 from pyg_dist.datasets import synthetic_graph
-from pyg_dist.partition import (PartitionBook, Partitioner, load_original_ids, load_partition, read_meta)
+from pyg_dist.partition import PartitionBook, Partitioner, load_original_ids, load_partition, read_meta
+from pyg_dist.testing import check_roundtrip
 
 METHOD_CASES = [("metis", 1), ("random", 1), ("supernode", 1), ("hybrid", 1), ("metis", 2), ("random", 3)]
 
@@ -21,93 +22,6 @@ def _homo(n=600, seed=0):
 def _hetero(n=600, seed=0):
     return synthetic_graph(n, 8, num_features=5, community_size=50, hetero=True, node_time=True,
                            edge_time=True, edge_dim=2, seed=seed)
-
-
-def _typed(data):
-    """Original graph as typed dicts: nodes {t: {attr: tensor}}, edges {et: {attr: tensor}}."""
-    from torch_geometric.data import HeteroData
-    if isinstance(data, HeteroData):
-        nodes = {t: {k: v for k, v in data[t].items() if k != "num_nodes"} for t in data.node_types}
-        edges = {et: dict(data[et].items()) for et in data.edge_types}
-        return nodes, edges
-    nodes = {HOMO_NODE: {k: v for k, v in data.items() if k in ("x", "y", "time") or k.endswith("_mask")}}
-    edges = {HOMO_EDGE: {k: v for k, v in data.items() if k in ("edge_index", "edge_time", "edge_attr",
-                                                                   "edge_weight")}}
-    return nodes, edges
-
-
-def _fill(store, key, idx, value, seen):
-    if key not in store:
-        store[key] = torch.zeros((seen.numel(),) + tuple(value.shape[1:]), dtype=value.dtype)
-    store[key][idx] = value
-
-
-def reassemble(root):
-    """Rebuilds the graph in original ids from every partition; checks each item is stored once."""
-    meta = read_meta(root)
-    orig = load_original_ids(root)
-    nodes = {t: {} for t in meta.node_types}
-    edges = {e: {} for e in meta.edge_types}
-    n_seen = {t: torch.zeros(meta.num_nodes[t], dtype=torch.long) for t in meta.node_types}
-    e_seen = {e: torch.zeros(meta.num_edges[e], dtype=torch.long) for e in meta.edge_types}
-    g_seen = {e: torch.zeros(meta.num_edges[e], dtype=torch.long) for e in meta.edge_types}
-    for p in range(meta.num_parts):
-        pd = load_partition(root, p)
-        for t, nf in pd.node_feats.items():
-            o = orig[t][nf.global_id]
-            n_seen[t][o] += 1
-            for k, v in nf.feats.items():
-                _fill(nodes[t], k, o, v, n_seen[t])
-            if nf.time is not None:
-                _fill(nodes[t], "time", o, nf.time, n_seen[t])
-        for t, ft in pd.full_node_time.items():
-            nodes[t]["full_time"] = torch.empty_like(ft)
-            nodes[t]["full_time"][orig[t]] = ft
-        for e, gp in pd.graph.items():
-            dst = gp.dst_start + torch.repeat_interleave(torch.arange(gp.dst_end - gp.dst_start),
-                                                         torch.diff(gp.colptr))
-            assert dst.numel() == gp.row.numel() == gp.edge_id.numel()
-            oe = orig[e][gp.edge_id]
-            g_seen[e][oe] += 1
-            ei = torch.stack([orig[e[0]][gp.row], orig[e[2]][dst]])
-            _fill(edges[e], "edge_index_T", oe, ei.t(), g_seen[e])
-            if gp.edge_time is not None:
-                _fill(edges[e], "graph_edge_time", oe, gp.edge_time, g_seen[e])
-            if gp.weight is not None:
-                _fill(edges[e], "graph_weight", oe, gp.weight, g_seen[e])
-        for e, ef in pd.edge_feats.items():
-            oe = orig[e][ef.global_id]
-            e_seen[e][oe] += 1
-            for k, v in ef.feats.items():
-                _fill(edges[e], k, oe, v, e_seen[e])
-            if ef.edge_time is not None:
-                _fill(edges[e], "edge_time", oe, ef.edge_time, e_seen[e])
-    return meta, nodes, edges, n_seen, e_seen, g_seen
-
-
-def check_roundtrip(data, root):
-    meta, nodes, edges, n_seen, e_seen, g_seen = reassemble(root)
-    want_nodes, want_edges = _typed(data)
-    topo_copies = meta.num_parts if meta.hybrid else 1
-    for t, attrs in want_nodes.items():
-        assert bool((n_seen[t] == 1).all()), f"node of {t} stored {n_seen[t].unique().tolist()} times"
-        for k, v in attrs.items():
-            assert torch.equal(nodes[t][k], v), (t, k)
-        if "time" in attrs:
-            assert torch.equal(nodes[t]["full_time"], attrs["time"])
-    for e, attrs in want_edges.items():
-        assert bool((g_seen[e] == topo_copies).all())
-        assert torch.equal(edges[e]["edge_index_T"].t(), attrs["edge_index"]), e
-        for k, v in attrs.items():
-            if k == "edge_index":
-                continue
-            assert bool((e_seen[e] == 1).all())
-            assert torch.equal(edges[e][k], v), (e, k)
-        if "edge_time" in attrs:
-            assert torch.equal(edges[e]["graph_edge_time"], attrs["edge_time"])
-        if "edge_weight" in attrs:
-            assert torch.equal(edges[e]["graph_weight"], attrs["edge_weight"])
-    return meta
 
 
 @pytest.mark.parametrize("method,sub", METHOD_CASES)
@@ -163,7 +77,11 @@ def test_contiguous_ranges_and_book_roundtrip(tmp_path):
 def test_every_file_loads_with_weights_only(tmp_path):
     Partitioner(_hetero(), 2, method="random").save(tmp_path / "o", progress=False)
     files = list((tmp_path / "o").rglob("*.pt"))
-    assert len(files) > 10
+    meta = read_meta(tmp_path / "o")
+    want = {f"part_{p}/{name}.pt" for p in range(2) for name in ("graph", "node_feats", "edge_feats")}
+    want |= {f"{d}/{t}.pt" for t in meta.node_types for d in ("node_map", "pyg_dist/original_ids/node")}
+    want |= {f"{d}/{edge_type_str(e)}.pt" for e in meta.edge_types for d in ("edge_map", "pyg_dist/original_ids/edge")}
+    assert want <= {f.relative_to(tmp_path / "o").as_posix() for f in files}  # PyG's layout and the id maps
     for f in files:
         torch.load(f, weights_only=True)
     raw = json.loads((tmp_path / "o" / "META.json").read_text())

@@ -15,7 +15,7 @@ from pyg_dist.partition.cli import main
 from pyg_dist.partition.kernels import relabel_csc, symmetric_csr
 from pyg_dist.partition.metis import metis_kway
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_cli_synthetic_hetero_two_level(tmp_path, capsys):

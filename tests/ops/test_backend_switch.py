@@ -131,8 +131,10 @@ out = NeighborSampler(data, [3, 2]).sample_from_nodes(NodeSamplerInput(None, tor
 book = PartitionBook({"_N": torch.tensor([0, 100, 300])})
 ids = torch.tensor([250, 3, 120])
 book.split_by_owner("_N", ids); book.count_by_owner("_N", ids); book.rows_if_owned("_N", 1, ids)
+edges_ok = torch.equal(data.edge_index[:, out.edge], torch.stack([out.node[out.row], out.node[out.col]]))
 print(json.dumps({"failed": failed, "tried": tried, "backends": available_backends(),
-                  "numba_loaded": "numba" in sys.modules, "nodes": int(out.node.numel())}))
+                  "numba_loaded": "numba" in sys.modules, "nodes": int(out.node.numel()),
+                  "first": out.node[:8].tolist(), "edges_ok": edges_ok}))
 """
 
 
@@ -148,7 +150,7 @@ def test_everything_imports_and_runs_without_numba(tmp_path, switch):
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     assert res["failed"] == [] and res["backends"][0] == "torch" and not res["numba_loaded"]
-    assert res["nodes"] >= 8
+    assert res["first"] == list(range(8)) and res["nodes"] > 8 and res["edges_ok"]  # seeds first, real edges
     if switch == "torch":  # (torch_geometric probes numba on its own: only pyg_dist's attempts count)
         assert not [t for t in res["tried"] if os.sep + "pyg_dist" + os.sep in t[1]], res["tried"]
     else:

@@ -104,8 +104,8 @@ def test_all_seeds_in_one_partition_drop_last(tmp_path):
 
 @pytest.mark.timeout(120)
 def test_bad_inputs_raise_typed_errors(tmp_path):
-    from pyg_dist.loader.dist_node_loader import DistNeighborLoader
     from pyg_dist.errors import InvalidArgumentError
+    from pyg_dist.loader.dist_node_loader import DistNeighborLoader
     from pyg_dist.store import load_stores
 
     _, root = _partition(tmp_path, 1, method="random")
@@ -190,8 +190,8 @@ def test_several_worker_loaders_at_once(tmp_path):
 
 
 def _loaders_in_other_orders(rank, world_size, root):
-    from pyg_dist.loader.dist_node_loader import DistNeighborLoader
     from pyg_dist.loader import workers
+    from pyg_dist.loader.dist_node_loader import DistNeighborLoader
     from pyg_dist.train import TrainConfig, dist_session
     with dist_session(TrainConfig(str(root), num_workers=1, timeout=60)) as env:
         if rank == 1:

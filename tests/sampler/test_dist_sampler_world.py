@@ -19,98 +19,25 @@ import asyncio
 
 import pytest
 import torch
-from torch_geometric.data import Data, HeteroData
 from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling, NodeSamplerInput
-from torch_geometric.utils import k_hop_subgraph
 
 from pyg_dist import rpc
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE, as_typed
 from pyg_dist.context import DistContext
 from pyg_dist.datasets import synthetic_graph
-from pyg_dist.sampler.dist_neighbor import DistNeighborSampler, serve_partition
-from pyg_dist.sampler.messages import ONE_HOP_OP, HopTask, OneHopRequest
-from pyg_dist.sampler.stats import SamplerStats
 from pyg_dist.errors import RemoteCallError
 from pyg_dist.partition import Partitioner, load_original_ids
 from pyg_dist.sampler import NeighborSampler
+from pyg_dist.sampler.dist_neighbor import DistNeighborSampler, serve_partition
+from pyg_dist.sampler.messages import ONE_HOP_OP, HopTask, OneHopRequest
+from pyg_dist.sampler.stats import SamplerStats
 from pyg_dist.store import load_stores
+from pyg_dist.testing import check_edges_and_features, relabelled, typed_k_hop
 
 HOMO = dict(num_nodes=700, avg_degree=5, num_features=6, community_size=50, edge_dim=3, edge_weight=True, seed=21)
 HETERO = dict(num_nodes=700, avg_degree=5, num_features=4, community_size=50, hetero=True, edge_dim=2, seed=22)
 TEMPORAL = dict(num_nodes=700, avg_degree=5, num_features=4, community_size=50, node_time=True, edge_time=True,
                 seed=23)
-
-
-# ------------------------------------------------------------------------------------------ oracles
-def _typed_stores(data):
-    if isinstance(data, HeteroData):
-        return {t: data[t] for t in data.node_types}, {et: data[et] for et in data.edge_types}
-    return {HOMO_NODE: data}, {HOMO_EDGE: data}
-
-
-def relabelled(data, orig):
-    """The original graph in the folder's global ids, edges in global edge-id order (the CSC order)."""
-    nodes, edges = _typed_stores(data)
-    inv = {}
-    for t in nodes:
-        inv[t] = torch.empty_like(orig[t])
-        inv[t][orig[t]] = torch.arange(orig[t].numel())
-    out = HeteroData() if isinstance(data, HeteroData) else Data()
-    for t, s in nodes.items():
-        dst = out[t] if isinstance(out, HeteroData) else out
-        dst.num_nodes = s.num_nodes
-        for key in ("x", "y", "time"):
-            if key in s:
-                dst[key] = s[key][orig[t]]
-    for et, s in edges.items():
-        dst = out[et] if isinstance(out, HeteroData) else out
-        ei = s.edge_index[:, orig[et]]
-        dst.edge_index = torch.stack([inv[et[0]][ei[0]], inv[et[2]][ei[1]]])
-        for key in ("edge_attr", "edge_weight", "edge_time"):
-            if key in s:
-                dst[key] = s[key][orig[et]]
-    return out
-
-
-def typed_k_hop(data, seed_type, seeds, num_hops):
-    """Original ids per node type reachable from ``seeds`` within ``num_hops`` in-edges (typed BFS)."""
-    nodes, edges = _typed_stores(data)
-    if not isinstance(data, HeteroData):
-        subset, _, _, _ = k_hop_subgraph(seeds, num_hops, data.edge_index, num_nodes=data.num_nodes)
-        return {HOMO_NODE: set(subset.tolist())}
-    seen = {t: set() for t in nodes}
-    seen[seed_type] = set(seeds.tolist())
-    frontier = {t: set(v) for t, v in seen.items()}
-    for _ in range(num_hops):
-        new = {t: set() for t in nodes}
-        for et, s in edges.items():
-            if not frontier[et[2]]:
-                continue
-            mask = torch.isin(s.edge_index[1], torch.tensor(sorted(frontier[et[2]])))
-            new[et[0]].update(s.edge_index[0, mask].tolist())
-        frontier = {t: new[t] - seen[t] for t in nodes}
-        for t in nodes:
-            seen[t] |= new[t]
-    return seen
-
-
-def check_edges_and_features(out, data, orig, is_hetero):
-    """Every edge exists under its true id; features equal the original rows."""
-    nodes, edges = _typed_stores(data)
-    node, row = as_typed(out.node, HOMO_NODE, is_hetero), as_typed(out.row, HOMO_EDGE, is_hetero)
-    col, edge = as_typed(out.col, HOMO_EDGE, is_hetero), as_typed(out.edge, HOMO_EDGE, is_hetero)
-    fb = out.metadata.features
-    for et, s in edges.items():
-        oe = orig[et][edge[et]]
-        assert torch.equal(s.edge_index[0, oe], orig[et[0]][node[et[0]][row[et]]]), et
-        assert torch.equal(s.edge_index[1, oe], orig[et[2]][node[et[2]][col[et]]]), et
-        for key in ("edge_attr", "edge_time"):
-            if key in s:
-                assert torch.equal(fb.edge[et][key], s[key][oe]), (et, key)
-    for t, s in nodes.items():
-        for key in ("x", "y", "time"):
-            if key in s:
-                assert torch.equal(fb.node[t][key], s[key][orig[t][node[t]]]), (t, key)
 
 
 def _seeds(ctx, fs, ntype, gen, count=12):
@@ -196,7 +123,6 @@ def check_remote_error(ctx, fs):
 
 def check_links(sampler, data, orig, fs, gen):
     """Binary and triplet link batches: positives sit at edge_label_index / src,dst_pos index."""
-    nodes, edges = _typed_stores(data)
     et = fs.edge_types[0]
     inv_e = orig[et]
     pos = torch.randint(0, inv_e.numel(), (6,), generator=gen)
@@ -209,7 +135,8 @@ def check_links(sampler, data, orig, fs, gen):
     assert torch.equal(node[et[0]][md.edge_label_index[0, :6]], ei[0])
     assert torch.equal(node[et[2]][md.edge_label_index[1, :6]], ei[1])
     assert md.edge_label.tolist() == [1.0] * 6 + [0.0] * 6
-    assert md.features is not None and md.features.node[et[0]]["x"].size(0) == node[et[0]].numel()
+    assert md.features.node[et[0]]["x"].size(0) == node[et[0]].numel()
+    check_edges_and_features(out, data, orig, fs.is_hetero)  # the binary batch's edges and rows, too
     out = sampler.sample_from_edges(inp, NegativeSampling("triplet", 2))
     node = as_typed(out.node, HOMO_NODE, fs.is_hetero)
     md = out.metadata
@@ -269,7 +196,8 @@ def folders(tmp_path_factory):
         Partitioner(graphs[graph], parts, method=method).save(path, progress=False)
         return (kind, str(path), spec, method == "hybrid")
     return {2: [make("homo", "homo", 2, "metis", HOMO), make("hetero", "hetero", 2, "random", HETERO),
-                make("homo", "homo", 2, "hybrid", HOMO), make("temporal", "temporal", 2, "random", TEMPORAL, "temporal")],
+                make("homo", "homo", 2, "hybrid", HOMO),
+                make("temporal", "temporal", 2, "random", TEMPORAL, "temporal")],
             4: [make("homo", "homo", 4, "random", HOMO), make("hetero", "hetero", 4, "metis", HETERO)]}
 
 

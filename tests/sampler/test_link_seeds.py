@@ -9,14 +9,20 @@ from typing import Dict, Optional
 
 import pytest
 import torch
-from torch_geometric.sampler import (EdgeSamplerInput, HeteroSamplerOutput, NegativeSampling,
-                                     SamplerOutput)
+from torch_geometric.sampler import EdgeSamplerInput, HeteroSamplerOutput, NegativeSampling, SamplerOutput
 from torch_geometric.sampler.neighbor_sampler import edge_sample as pyg_edge_sample
 
 from pyg_dist._types import HOMO_NODE
 from pyg_dist.errors import InvalidArgumentError
-from pyg_dist.sampler.links import (FilteredNegativeSampling, LinkMetadata, TripletMetadata,
-                                    contains_edges, draw_negatives, edge_keys, sample_edges)
+from pyg_dist.sampler.links import (
+    FilteredNegativeSampling,
+    LinkMetadata,
+    TripletMetadata,
+    contains_edges,
+    draw_negatives,
+    edge_keys,
+    sample_edges,
+)
 
 
 @dataclass

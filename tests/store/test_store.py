@@ -19,13 +19,19 @@ from pyg_dist import rpc
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE
 from pyg_dist.context import DistContext
 from pyg_dist.datasets import synthetic_graph
-from pyg_dist.errors import (InvalidArgumentError, NotInitializedError, PartitionFormatError, PyGDistError,
-                             RemoteCallError)
+from pyg_dist.errors import (
+    InvalidArgumentError,
+    NotInitializedError,
+    PartitionFormatError,
+    PyGDistError,
+    RemoteCallError,
+)
 from pyg_dist.partition import DensePartitionBook, PartitionBook, Partitioner, load_original_ids
 from pyg_dist.rpc.callees import CallReply
 from pyg_dist.rpc.calls import RpcFuture
 from pyg_dist.store import LOOKUP_OP, LocalFeatureStore, LocalGraphStore, load_stores
 from pyg_dist.store.lookup import FeatureQuery, LookupRequest, plan_lookup
+from pyg_dist.testing import original_attrs, write_pyg_homo
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -38,17 +44,6 @@ def _homo():
 def _hetero():
     return synthetic_graph(900, 6, num_features=5, community_size=60, hetero=True, node_time=True,
                            edge_time=True, edge_dim=2, edge_weight=True, seed=2)
-
-
-def _orig_attrs(data, group):
-    """Original per-item attributes of a typed group (homogeneous: ``"_N"`` / ``HOMO_EDGE``)."""
-    from torch_geometric.data import HeteroData
-    store = data[group] if isinstance(data, HeteroData) else data
-    if isinstance(group, str):
-        keys = [k for k in store.keys() if k in ("x", "y", "time") or k.endswith("_mask")]
-    else:
-        keys = [k for k in store.keys() if k in ("edge_attr", "edge_weight", "edge_time")]
-    return {k: store[k] for k in keys}
 
 
 def _public(store, group):
@@ -110,7 +105,7 @@ def test_local_blocks_and_owned_lookups_equal_originals(folders, kind):
         for group in fs.node_types + fs.edge_types:
             g = _public(fs, group)
             owned = fs.get_global_id(g, is_node=isinstance(group, str))
-            expected = _orig_attrs(data, group)
+            expected = original_attrs(data, group)
             assert sorted(fs.attr_names(g, is_node=isinstance(group, str))) == sorted(expected)
             for name, value in expected.items():
                 block = fs.get_tensor(g if isinstance(group, str) or fs.is_hetero else (None, None), name)
@@ -188,7 +183,7 @@ def test_lookups_across_partitions_equal_originals(folders, kind, monkeypatch):
     calls = _simulated_world(monkeypatch, stores)
     fs, gen = stores[0], torch.Generator().manual_seed(0)
     for group in fs.node_types + fs.edge_types:
-        is_node, expected = isinstance(group, str), _orig_attrs(data, group)
+        is_node, expected = isinstance(group, str), original_attrs(data, group)
         ids = torch.randint(0, orig[group].numel(), (200,), generator=gen)
         assert bool((fs.book.owner(group, ids) != 0).any()) and bool((fs.book.owner(group, ids) == 0).any())
         got = fs.lookup_features(ids, is_node, _public(fs, group), attr_names=sorted(expected))
@@ -199,7 +194,7 @@ def test_lookups_across_partitions_equal_originals(folders, kind, monkeypatch):
         ids = stores[1].get_global_id(_public(fs, group))
         ids = ids[torch.randperm(ids.numel(), generator=gen)]
         got = fs.lookup_features(ids, True, _public(fs, group))
-        assert torch.equal(got, _orig_attrs(data, group)["x"][orig[group][ids]])
+        assert torch.equal(got, original_attrs(data, group)["x"][orig[group][ids]])
     # Several groups in one round: one request per remote partition; the async path on a loop.
     ids = {g: torch.randint(0, orig[g].numel(), (64,), generator=gen) for g in fs.node_types + fs.edge_types}
     names = {g: ["x"] if isinstance(g, str) else ["edge_attr"] for g in ids}
@@ -207,7 +202,7 @@ def test_lookups_across_partitions_equal_originals(folders, kind, monkeypatch):
     out = asyncio.run(_await(fs.lookup_many_async(ids, names)))
     assert sorted(calls) == list(range(1, len(stores)))
     for g, value in out.items():
-        assert torch.equal(value[names[g][0]], _orig_attrs(data, g)[names[g][0]][orig[g][ids[g]]])
+        assert torch.equal(value[names[g][0]], original_attrs(data, g)[names[g][0]][orig[g][ids[g]]])
     empty = fs.lookup_features(torch.empty(0, dtype=torch.long), True, _public(fs, fs.node_types[0]))
     assert empty.shape == (0, data.x.size(1) if kind == "homo" else data[fs.node_types[0]].x.size(1))
 
@@ -326,31 +321,10 @@ def test_folder_that_does_not_match_the_world(folders, tmp_path):
 
 
 # ------------------------------------------------------------------------------ PyG-written folders
-def _write_pyg_folder(data, owner, root, num_parts):
-    """The layout torch_geometric.distributed.Partitioner writes for a Data (ids not relabelled)."""
-    root.mkdir()
-    row, col = data.edge_index
-    for p in range(num_parts):
-        (root / f"part_{p}").mkdir()
-        eid = (owner[col] == p).nonzero().view(-1)
-        order = torch.sort(col[eid], stable=True).indices
-        e = eid[order]
-        torch.save({"edge_id": e, "row": row[e], "col": col[e], "size": (data.num_nodes,) * 2},
-                   root / f"part_{p}" / "graph.pt")
-        nid = (owner == p).nonzero().view(-1).flip(0)
-        torch.save({"global_id": nid, "feats": {"x": data.x[nid], "y": data.y[nid]}},
-                   root / f"part_{p}" / "node_feats.pt")
-        torch.save({"global_id": e, "feats": {"edge_attr": data.edge_attr[e]}}, root / f"part_{p}" / "edge_feats.pt")
-    torch.save(owner, root / "node_map.pt")
-    torch.save(owner[col], root / "edge_map.pt")
-    (root / "META.json").write_text(json.dumps({"num_parts": num_parts, "node_types": None, "edge_types": None,
-                                                "node_offset": None, "is_hetero": False, "is_sorted": True}))
-
-
 def test_pyg_written_folder(tmp_path, monkeypatch):
     data = synthetic_graph(300, 5, num_features=4, edge_dim=2, seed=5)
     owner = torch.randint(0, 2, (300,), generator=torch.Generator().manual_seed(1))
-    _write_pyg_folder(data, owner, tmp_path / "pyg", 2)
+    write_pyg_homo(data, owner, tmp_path / "pyg", 2)
     stores = [LocalFeatureStore.from_partition(tmp_path / "pyg", p) for p in range(2)]
     assert isinstance(stores[0].book, DensePartitionBook)
     _simulated_world(monkeypatch, stores)
@@ -396,7 +370,8 @@ def test_mmap_partition_is_shared_between_processes(tmp_path):
     data = Data(x=torch.randn(12000, 128, generator=gen), edge_index=torch.randint(0, 12000, (2, 500), generator=gen))
     Partitioner(data, 1, method="random").save(tmp_path / "p", progress=False)
     trainer = LocalFeatureStore.from_partition(tmp_path / "p", 0, mmap=True)
-    assert float(trainer.get_tensor(None, "x").sum()) == pytest.approx(float(data.x.sum()), rel=1e-3)
+    orig = load_original_ids(tmp_path / "p")[HOMO_NODE]
+    assert torch.equal(trainer.get_tensor(None, "x"), data.x[orig])  # every row, read through the mapping
     # A fresh process (like a spawned sampler worker) opens the same partition: mmap, then private.
     out = subprocess.run([sys.executable, "-c", _CHILD, str(tmp_path / "p")], capture_output=True, text=True,
                          timeout=100, check=True)

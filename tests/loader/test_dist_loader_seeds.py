@@ -6,8 +6,8 @@ import random
 import pytest
 import torch
 
-from pyg_dist.loader.seed_split import balance_seeds, partition_share, plan_balance
 from pyg_dist.errors import InvalidArgumentError
+from pyg_dist.loader.seed_split import balance_seeds, partition_share, plan_balance
 from pyg_dist.testing import spawn_world
 
 

@@ -212,9 +212,10 @@ def test_concurrent_batches_from_python_threads(homo):
 
 @pytest.mark.parametrize("bad", ["10,5", 5, None, 2.5])
 def test_num_neighbors_of_wrong_type_is_a_typed_error(bad):
+    from torch_geometric.data import Data
+
     from pyg_dist.errors import InvalidArgumentError
     from pyg_dist.sampler.neighbor import NeighborSampler
-    from torch_geometric.data import Data
     data = Data(edge_index=torch.tensor([[0, 1], [1, 0]]), num_nodes=2)
     with pytest.raises(InvalidArgumentError, match="num_neighbors"):
         NeighborSampler(data, bad)

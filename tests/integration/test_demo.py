@@ -9,7 +9,7 @@ import pytest
 
 import pyg_dist
 
-DEMO = Path(__file__).resolve().parents[1] / "examples" / "train_local.py"
+DEMO = Path(__file__).resolve().parents[2] / "examples" / "train_local.py"
 
 
 def _run(*args, timeout=240):

@@ -1,0 +1,1 @@
+"""Tests of pyg_dist.partition (folders, CLI) and pyg_dist.datasets."""

@@ -1,0 +1,1 @@
+"""Tests of pyg_dist.rpc and pyg_dist.context."""
