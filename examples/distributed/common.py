@@ -48,8 +48,8 @@ def base_parser(doc: str) -> argparse.ArgumentParser:
     p.add_argument("--num-neighbors", type=fanouts, default=[10, 5])
     p.add_argument("--num-workers", type=int, default=0, help="sampler workers per trainer (they join RPC)")
     p.add_argument("--concurrency", type=int, default=1,
-                   help="batches in flight per trainer (num_workers=0: sampled while the step trains; >1 is not "
-                        "bit-reproducible)")
+                   help="batches in flight per trainer (num_workers=0: sampled while the step trains; batches "
+                        "are the same whatever it is)")
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--seed", type=int, default=0)

@@ -19,11 +19,10 @@ import torch.nn.functional as F
 from torch_geometric.sampler import NegativeSampling
 
 from common import GraphSAGE, base_parser, check_args, print0, set_loss, setup, steps
+from pyg_dist import DistLinkNeighborLoader, InvalidArgumentError, TrainConfig, dist_session, wrap_ddp
 from pyg_dist.entry import run_main
-from pyg_dist.errors import InvalidArgumentError
-from pyg_dist.loader.dist_link_loader import DistLinkNeighborLoader
 from pyg_dist.partition import read_meta
-from pyg_dist.train import TrainConfig, all_sum, dist_session, wrap_ddp
+from pyg_dist.train import all_sum
 
 
 def parse_args(argv=None, doc: str = __doc__):
@@ -88,7 +87,7 @@ def main(argv=None, temporal: bool = False, doc: str = __doc__) -> float:
         def loader(train: bool, seed: int):
             return DistLinkNeighborLoader(env, args.num_neighbors, batch_size=args.batch_size, shuffle=train,
                                           neg_sampling=NegativeSampling("binary", 1), time_attr=time_attr,
-                                          num_workers=args.num_workers, shuffle_seed=seed,
+                                          num_workers=args.num_workers, shuffle_seed=seed, seed=seed,
                                           concurrency=args.concurrency,
                                           seed_split="balanced" if train else "partition")
 

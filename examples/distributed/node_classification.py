@@ -21,10 +21,9 @@ import torch
 import torch.nn.functional as F
 
 from common import GraphSAGE, base_parser, check_args, print0, set_loss, setup, steps
+from pyg_dist import DistNeighborLoader, InvalidArgumentError, TrainConfig, dist_session, wrap_ddp
 from pyg_dist.entry import run_main
-from pyg_dist.errors import InvalidArgumentError
-from pyg_dist.loader.dist_node_loader import DistNeighborLoader
-from pyg_dist.train import TrainConfig, all_sum, dist_session, wrap_ddp
+from pyg_dist.train import all_sum
 
 
 def parse_args(argv=None):
@@ -104,7 +103,8 @@ def main(argv=None) -> float:
             nodes = mask if target is None else (target, mask)
             return DistNeighborLoader(env, args.num_neighbors, input_nodes=nodes, batch_size=args.batch_size,
                                       shuffle=train, num_workers=args.num_workers, concurrency=args.concurrency,
-                                      seed_split="balanced" if train else "partition", shuffle_seed=args.seed)
+                                      seed_split="balanced" if train else "partition", shuffle_seed=args.seed,
+                                      seed=args.seed)
 
         train_loader = loader("train_mask", True)
         model, step = build_model(env, args, target)

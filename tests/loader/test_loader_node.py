@@ -252,3 +252,16 @@ def test_batches_are_the_same_whatever_the_workers(homo):
         assert len(got) == len(want) and all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
                                              for a, b in zip(got, want)), kw
     assert not torch.equal(want[0][0], want[len(want) // 2][0])  # epoch 2 is another permutation
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("workers", [0, 2])
+def test_iterating_never_draws_from_the_global_generator(homo, workers):
+    """A training step's randomness (dropout) must not depend on the loader: an epoch leaves torch's
+    global generator untouched, with or without workers (torch's own DataLoader would draw from it)."""
+    loader = pyg_dist.NeighborLoader(homo, [4, 2], input_nodes=homo.train_mask, batch_size=32, shuffle=True,
+                                     num_workers=workers, seed=1)
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    assert sum(b.batch_size for b in loader) == int(homo.train_mask.sum())
+    assert torch.equal(torch.get_rng_state(), before)

@@ -7,7 +7,9 @@ cut each epoch with :class:`KeyedBatchSampler`: the epoch's order is a permutati
 to every one-hop call and to negative sampling. Batch ``i`` of epoch ``e`` on rank ``r`` is therefore a
 pure function of ``(seed, e, i, r)`` and the data, whatever ``num_workers``, ``persistent_workers`` or
 ``concurrency`` are. ``seed`` is the loader's (default: drawn once from torch's global generator when
-the loader is built, so ``torch.manual_seed`` fixes it).
+the loader is built, so ``torch.manual_seed`` fixes it). Iterating never draws from torch's global
+generator (torch's DataLoader would, once per epoch, for its workers' seeds: the loader gives it a
+generator of its own), so the training step's randomness (dropout) is the same whatever the loader does.
 
 :class:`KeyedDataLoader` slots in under PyG's ``NodeLoader`` / ``LinkLoader`` (they call
 ``super().__init__(range(n), collate_fn=..., **kwargs)``): it turns ``batch_size`` / ``shuffle`` /
@@ -34,6 +36,8 @@ from pyg_dist.ops.keys import key_generator, mix, random_key
 
 #: Word mixed into ``(seed, epoch)`` for the epoch's permutation (batch keys use the batch index).
 _ORDER = -2
+#: Word mixed into the seed for the generator torch's DataLoader draws its worker seeds from.
+_WORKER_SEEDS = -3
 
 
 class KeyedBatchSampler:
@@ -114,6 +118,8 @@ class KeyedDataLoader(DataLoader):
             self.batch_plan = KeyedBatchSampler(len(dataset), batch_size, kwargs.pop("shuffle", False),
                                                 kwargs.pop("drop_last", False), seed, getattr(self, "_key_rank", 0))
             kwargs["batch_sampler"] = self.batch_plan
+            if kwargs.get("generator") is None:  # torch draws each iterator's worker seed from it, not from
+                kwargs["generator"] = key_generator(mix(seed, _WORKER_SEEDS))  # the global generator
             dataset = _KeyedItems(len(dataset))
         super().__init__(dataset, **kwargs)
 

@@ -305,10 +305,10 @@ def _warm_sampling_kernels() -> None:
     try:
         for n in {1, threads}:
             torch.set_num_threads(n)
-            one_hop(csc, seeds, 1, backend="numba")
+            one_hop(csc, seeds, 1, backend="numba", key=0)  # key given: no draw from the global generator
             for disjoint in (False, True):
                 rel = make_relabeler(3, disjoint=disjoint, backend="numba")
-                sample_hop(csc, seeds, 0, 1, rel, seed_batch=seeds if disjoint else None, backend="numba")
+                sample_hop(csc, seeds, 0, 1, rel, seed_batch=seeds if disjoint else None, backend="numba", key=0)
                 rel.close()
     finally:
         torch.set_num_threads(threads)
