@@ -123,6 +123,13 @@ class KeyedDataLoader(DataLoader):
             dataset = _KeyedItems(len(dataset))
         super().__init__(dataset, **kwargs)
 
+    def __getstate__(self):
+        # A worker started with "spawn" unpickles the loader (its collate_fn is a bound method); torch's
+        # generator state does not survive that trip through shared memory, and workers never use it.
+        state = dict(self.__dict__)
+        state["generator"] = None
+        return state
+
     def __iter__(self):
         if self.num_workers > 0:  # forked workers inherit the loaded kernels instead of each loading them
             from pyg_dist.ops import warmup
