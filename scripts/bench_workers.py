@@ -2,12 +2,14 @@
 
 Cora (``$PYG_DIST_DATA/planetoid``, else a generated graph of Cora's size), ``NeighborLoader([10, 10],
 batch_size=128, shuffle=True)`` over every node (22 batches), ``num_workers`` 0 / 2 and
-``persistent_workers`` False / True, each configuration in a fresh process (so nothing is warm that a
-user's script would not have warm). Per epoch it times the loader alone and the loader feeding a
-GraphSAGE training step (2 x 64, Adam), and prints one table: the median epoch (epochs 2..N), the
-first epoch, and the ratio to ``num_workers=0``.
+``persistent_workers`` False / True, and ``filter_per_worker`` at the loader's default and forced True
+(PyG's default: features gathered in the workers). Each configuration runs in a fresh process (so
+nothing is warm that a user's script would not have warm), ``--rounds`` times, interleaved. Per epoch
+it times the loader alone and the loader feeding a GraphSAGE training step (2 x 64, Adam), and prints
+one table: the median over rounds of the median epoch (epochs 2..N), the first epoch, and the ratio to
+``num_workers=0``.
 
-    python scripts/bench_workers.py [--epochs 8] [--threads 1]
+    python scripts/bench_workers.py [--epochs 8] [--rounds 3] [--threads 1]
 """
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ import subprocess
 import sys
 import time
 
-CONFIGS = [(0, False), (2, False), (2, True)]
+#: (num_workers, persistent_workers, filter_per_worker): None = the loader's default.
+CONFIGS = [(0, False, None), (2, False, None), (2, True, None), (2, False, True), (2, True, True)]
 
 
 def load_graph():
@@ -30,7 +33,7 @@ def load_graph():
     return "synthetic (Cora-sized)", pyg_dist.synthetic_graph(2708, 3.9, num_features=1433, num_classes=7)
 
 
-def run_config(workers: int, persistent: bool, epochs: int, threads: int) -> dict:
+def run_config(workers: int, persistent: bool, filter_per_worker, epochs: int, threads: int) -> dict:
     import torch
     import torch.nn.functional as F
     from torch_geometric.nn import GraphSAGE
@@ -39,7 +42,7 @@ def run_config(workers: int, persistent: bool, epochs: int, threads: int) -> dic
     torch.set_num_threads(threads)
     name, data = load_graph()
     loader = pyg_dist.NeighborLoader(data, [10, 10], batch_size=128, shuffle=True, num_workers=workers,
-                                     persistent_workers=persistent, seed=0)
+                                     persistent_workers=persistent, filter_per_worker=filter_per_worker, seed=0)
     torch.manual_seed(0)
     model = GraphSAGE(data.num_features, 64, 2, int(data.y.max()) + 1)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
@@ -59,34 +62,43 @@ def run_config(workers: int, persistent: bool, epochs: int, threads: int) -> dic
     return {"graph": name, "batches": len(loader), "only": only, "train": train}
 
 
+def _child(args, config) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--epochs", str(args.epochs), "--threads", str(args.threads),
+                          "--child", json.dumps(config)], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--epochs", type=int, default=8)
+    p.add_argument("--rounds", type=int, default=3, help="runs of every configuration, interleaved")
     p.add_argument("--threads", type=int, default=1, help="torch threads of the training process")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
-        workers, persistent = json.loads(args.child)
-        print(json.dumps(run_config(workers, persistent, args.epochs, args.threads)))
+        workers, persistent, fpw = json.loads(args.child)
+        print(json.dumps(run_config(workers, persistent, fpw, args.epochs, args.threads)))
         return
-    rows = {}
-    for workers, persistent in CONFIGS:
-        out = subprocess.run([sys.executable, __file__, "--epochs", str(args.epochs), "--threads", str(args.threads),
-                              "--child", json.dumps([workers, persistent])], capture_output=True, text=True,
-                             check=True)
-        rows[(workers, persistent)] = json.loads(out.stdout.strip().splitlines()[-1])
-    first = rows[CONFIGS[0]]
+    runs: dict = {c: [] for c in CONFIGS}
+    for _ in range(args.rounds):
+        for config in CONFIGS:
+            runs[config].append(_child(args, list(config)))
+    first = runs[CONFIGS[0]][0]
     print(f"NeighborLoader([10, 10], batch_size=128) on {first['graph']}, {first['batches']} batches per epoch, "
-          f"{args.epochs} epochs, torch threads {args.threads}; times in ms (median of epochs 2..{args.epochs})")
-    print("| num_workers | persistent_workers | loader epoch | vs 0 workers | first epoch | train epoch | "
+          f"{args.epochs} epochs x {args.rounds} rounds, torch threads {args.threads}; ms, median over rounds of "
+          f"the median epoch (2..{args.epochs})")
+    print("| num_workers | persistent_workers | filter_per_worker | loader epoch | vs 0 workers | train epoch | "
           "vs 0 workers | first train epoch |")
     print("|---|---|---|---|---|---|---|---|")
-    base = {k: statistics.median(first[k][1:]) for k in ("only", "train")}
-    for (workers, persistent), r in rows.items():
-        med = {k: statistics.median(r[k][1:]) for k in ("only", "train")}
-        print(f"| {workers} | {persistent} | {med['only'] * 1e3:.0f} | {med['only'] / base['only']:.2f}x | "
-              f"{r['only'][0] * 1e3:.0f} | {med['train'] * 1e3:.0f} | {med['train'] / base['train']:.2f}x | "
-              f"{r['train'][0] * 1e3:.0f} |")
+
+    def med(rs, k, first_only=False):
+        return statistics.median(r[k][0] if first_only else statistics.median(r[k][1:]) for r in rs)
+    base = {k: med(runs[CONFIGS[0]], k) for k in ("only", "train")}
+    for (workers, persistent, fpw), rs in runs.items():
+        only, train = med(rs, "only"), med(rs, "train")
+        print(f"| {workers} | {persistent} | {'default' if fpw is None else fpw} | {only * 1e3:.0f} | "
+              f"{only / base['only']:.2f}x | {train * 1e3:.0f} | {train / base['train']:.2f}x | "
+              f"{med(rs, 'train', True) * 1e3:.0f} |")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,13 @@ def check_data(where: str, data: Any, has_sampler: bool) -> None:
                                    "a torch_geometric Data or HeteroData (or pass neighbor_sampler=)")
 
 
+def default_filter_per_worker(data: Any, filter_per_worker: Optional[bool]) -> Optional[bool]:
+    """``False`` for an in-memory CPU graph when the user left it unset (see the loaders' docstrings)."""
+    if filter_per_worker is None and isinstance(data, (Data, HeteroData)) and not data.is_cuda:
+        return False
+    return filter_per_worker
+
+
 def check_seed(where: str, seed: Any) -> Optional[int]:
     """A loader's ``seed``: ``None`` or an int."""
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):

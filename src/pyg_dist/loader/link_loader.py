@@ -97,7 +97,8 @@ class LinkNeighborLoader(KeyedLinkBatches, LinkLoader, KeyedDataLoader):
         transform: Applied to every batch.
         transform_sampler_output: Applied to every ``SamplerOutput``.
         is_sorted: Whether ``edge_index`` is already sorted by column.
-        filter_per_worker: Build batches inside the workers.
+        filter_per_worker: Build batches inside the workers (default as in
+            :class:`~pyg_dist.loader.node_loader.NeighborLoader`).
         neighbor_sampler: A ready sampler; the sampling arguments above are then ignored.
         directed: Deprecated PyG argument, passed through.
         filter_false_negatives: Redraw negatives that are edges of the graph or of
@@ -129,6 +130,7 @@ class LinkNeighborLoader(KeyedLinkBatches, LinkLoader, KeyedDataLoader):
                  **kwargs):
         _checks.check_data(_WHERE, data, neighbor_sampler is not None)
         self._key_seed = _checks.check_seed(_WHERE, seed)
+        filter_per_worker = _checks.default_filter_per_worker(data, filter_per_worker)
         _checks.check_loader_kwargs(_WHERE, kwargs)
         if neighbor_sampler is None:
             _checks.check_num_neighbors(_WHERE, num_neighbors)

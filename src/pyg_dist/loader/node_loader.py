@@ -38,7 +38,10 @@ class NeighborLoader(KeyedNodeBatches, NodeLoader, KeyedDataLoader):
         transform: Applied to every batch.
         transform_sampler_output: Applied to every ``SamplerOutput``.
         is_sorted: Whether ``edge_index`` is already sorted by column.
-        filter_per_worker: Build batches inside the workers (PyG's default logic when ``None``).
+        filter_per_worker: Build batches (gather features) inside the workers. ``None`` (default):
+            ``False`` for an in-memory CPU graph (workers send only the sampled ids, in one shared
+            block, and the batch is built here: measured faster than shipping every feature tensor
+            through its own shared-memory segment, ``scripts/bench_workers.py``); PyG's rule otherwise.
         neighbor_sampler: A ready sampler; the sampling arguments above are then ignored.
         directed: Deprecated PyG argument, passed through.
         seed: The loader's seed (pyg_dist only; default: drawn from torch's global generator now). Batch
@@ -66,6 +69,7 @@ class NeighborLoader(KeyedNodeBatches, NodeLoader, KeyedDataLoader):
                  directed: bool = True, seed: Optional[int] = None, **kwargs):
         _checks.check_data(_WHERE, data, neighbor_sampler is not None)
         self._key_seed = _checks.check_seed(_WHERE, seed)
+        filter_per_worker = _checks.default_filter_per_worker(data, filter_per_worker)
         _checks.check_loader_kwargs(_WHERE, kwargs)
         if neighbor_sampler is None:
             _checks.check_num_neighbors(_WHERE, num_neighbors)
