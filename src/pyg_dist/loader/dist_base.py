@@ -7,7 +7,7 @@ loader mixin (agreed batch count, in-process prefetching, stopping workers).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Tuple
 
 import torch
 
@@ -61,14 +61,31 @@ def rank_share_args(ctx: DistContext, meta, ntype: str) -> Tuple[int, int, Optio
     return ctx.rank % rpp, rpp, bounds
 
 
-def make_sampler(where: str, graph_store, feature_store, num_neighbors, neighbor_sampler, **opts):
-    """The loader's sampler: ``neighbor_sampler`` when given, else a ``DistNeighborSampler`` with ``opts``."""
+def begin(loader, where: str, data: Any, ctx: Optional[DistContext], seed: Optional[int], kwargs: dict):
+    """The first steps of both distributed loaders: checked kwargs and seed, stores and context; sets the
+    loader's ``ctx`` and the seed and rank its batch keys come from. Returns ``(fs, gs, ctx)``."""
+    from pyg_dist.loader import _checks
+    _checks.check_loader_kwargs(where, kwargs)
+    loader._key_seed = _checks.check_seed(where, seed)
+    fs, gs, ctx = resolve_data(where, data, ctx, kwargs.get("num_workers", 0))
+    loader.ctx, loader._key_rank = ctx, ctx.rank
+    return fs, gs, ctx
+
+
+#: The loader arguments both distributed loaders pass through to ``DistNeighborSampler``.
+SAMPLER_ARGS = ("replace", "subgraph_type", "disjoint", "temporal_strategy", "time_attr", "weight_attr", "directed",
+                "concurrency", "node_attrs", "edge_attrs", "timeout")
+
+
+def make_sampler(where: str, graph_store, feature_store, num_neighbors, neighbor_sampler, args: Mapping[str, Any]):
+    """The loader's sampler: ``neighbor_sampler`` when given, else a ``DistNeighborSampler`` with the
+    :data:`SAMPLER_ARGS` of ``args`` (the loader's arguments)."""
     if neighbor_sampler is not None:
         return neighbor_sampler
     from pyg_dist.loader import _checks
     from pyg_dist.sampler.dist_neighbor import DistNeighborSampler
     _checks.check_num_neighbors(where, num_neighbors)
-    return DistNeighborSampler(graph_store, feature_store, num_neighbors, **opts)
+    return DistNeighborSampler(graph_store, feature_store, num_neighbors, **{k: args[k] for k in SAMPLER_ARGS})
 
 
 class DistLoaderMixin:

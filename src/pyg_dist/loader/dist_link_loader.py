@@ -112,13 +112,11 @@ class DistLinkNeighborLoader(dist_base.DistLoaderMixin, KeyedLinkBatches, LinkLo
                  directed: bool = True, *, ctx=None, seed_split: str = "balanced", shuffle_seed: Optional[int] = 0,
                  seed: Optional[int] = None, concurrency: int = 1, node_attrs=None, edge_attrs=None,
                  timeout: float = 60.0, **kwargs):
-        _checks.check_loader_kwargs(_WHERE, kwargs)
-        self._key_seed = _checks.check_seed(_WHERE, seed)
         if time_attr is not None and not isinstance(time_attr, str):
             raise InvalidArgumentError(_WHERE, "time_attr", time_attr, "None or an attribute name")
         if edge_label_time is not None and time_attr is None:
             raise InvalidArgumentError(_WHERE, "edge_label_time", "<tensor>", "None unless time_attr is set")
-        fs, gs, ctx = dist_base.resolve_data(_WHERE, data, ctx, kwargs.get("num_workers", 0))
+        fs, gs, ctx = dist_base.begin(self, _WHERE, data, ctx, seed, kwargs)
         meta = gs.partition_meta
         et, index = _edge_type(meta, edge_label_index)
         neg = resolve_neg_sampling(neg_sampling, None if neg_sampling_ratio in (None, 0.0) else neg_sampling_ratio)
@@ -128,12 +126,7 @@ class DistLinkNeighborLoader(dist_base.DistLoaderMixin, KeyedLinkBatches, LinkLo
         batch_size = kwargs.get("batch_size", 1) or 1
         self.seed_share = rank_seeds(_WHERE, items, "dst", ctx, meta, et[-1], batch_size,
                                      bool(kwargs.get("drop_last", False)), seed_split, shuffle_seed)
-        neighbor_sampler = dist_base.make_sampler(
-            _WHERE, gs, fs, num_neighbors, neighbor_sampler, replace=replace, subgraph_type=subgraph_type,
-            disjoint=disjoint, temporal_strategy=temporal_strategy, time_attr=time_attr,
-            weight_attr=weight_attr, directed=directed, concurrency=concurrency, node_attrs=node_attrs,
-            edge_attrs=edge_attrs, timeout=timeout)
-        self.ctx, self._key_rank = ctx, ctx.rank
+        neighbor_sampler = dist_base.make_sampler(_WHERE, gs, fs, num_neighbors, neighbor_sampler, locals())
         mine = self.seed_share.items
         pairs = torch.stack([mine["src"], mine["dst"]])
         super().__init__(data=(fs, gs), link_sampler=neighbor_sampler,

@@ -128,22 +128,15 @@ class DistNeighborLoader(dist_base.DistLoaderMixin, KeyedNodeBatches, NodeLoader
                  directed: bool = True, *, ctx=None, seed_split: str = "balanced", shuffle_seed: Optional[int] = 0,
                  seed: Optional[int] = None, concurrency: int = 1, node_attrs=None, edge_attrs=None,
                  timeout: float = 60.0, **kwargs):
-        _checks.check_loader_kwargs(_WHERE, kwargs)
-        self._key_seed = _checks.check_seed(_WHERE, seed)
         _checks.check_time_args(_WHERE, "input_time", input_time, time_attr, both=False)
-        fs, gs, ctx = dist_base.resolve_data(_WHERE, data, ctx, kwargs.get("num_workers", 0))
+        fs, gs, ctx = dist_base.begin(self, _WHERE, data, ctx, seed, kwargs)
         meta = gs.partition_meta
         ntype, spec = _node_input(_WHERE, meta, input_nodes)
         items = owned_node_seeds(_WHERE, fs, gs, ntype, spec, input_time)
         batch_size = kwargs.get("batch_size", 1) or 1
         self.seed_share = rank_seeds(_WHERE, items, "node", ctx, meta, ntype, batch_size,
                                      bool(kwargs.get("drop_last", False)), seed_split, shuffle_seed)
-        neighbor_sampler = dist_base.make_sampler(
-            _WHERE, gs, fs, num_neighbors, neighbor_sampler, replace=replace, subgraph_type=subgraph_type,
-            disjoint=disjoint, temporal_strategy=temporal_strategy, time_attr=time_attr,
-            weight_attr=weight_attr, directed=directed, concurrency=concurrency, node_attrs=node_attrs,
-            edge_attrs=edge_attrs, timeout=timeout)
-        self.ctx, self._key_rank = ctx, ctx.rank
+        neighbor_sampler = dist_base.make_sampler(_WHERE, gs, fs, num_neighbors, neighbor_sampler, locals())
         mine = self.seed_share.items
         nodes = (ntype, mine["node"]) if meta.is_hetero else mine["node"]
         super().__init__(data=(fs, gs), node_sampler=neighbor_sampler, input_nodes=nodes,

@@ -19,6 +19,7 @@ from pyg_dist._types import EdgeType
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.loader import _checks
 from pyg_dist.loader.epoch import KeyedDataLoader, KeyedLinkBatches
+from pyg_dist.loader.node_loader import begin, make_local_sampler
 from pyg_dist.sampler.links import FilteredNegativeSampling, edge_keys
 
 _WHERE = "LinkNeighborLoader"
@@ -128,12 +129,7 @@ class LinkNeighborLoader(KeyedLinkBatches, LinkLoader, KeyedDataLoader):
                  filter_per_worker: Optional[bool] = None, neighbor_sampler: Any = None,
                  directed: bool = True, filter_false_negatives: bool = False, seed: Optional[int] = None,
                  **kwargs):
-        _checks.check_data(_WHERE, data, neighbor_sampler is not None)
-        self._key_seed = _checks.check_seed(_WHERE, seed)
-        filter_per_worker = _checks.default_filter_per_worker(data, filter_per_worker)
-        _checks.check_loader_kwargs(_WHERE, kwargs)
-        if neighbor_sampler is None:
-            _checks.check_num_neighbors(_WHERE, num_neighbors)
+        filter_per_worker = begin(self, _WHERE, locals())
         edge_type, index = _checks.edge_label_input(_WHERE, data, edge_label_index)
         num_edges = index.size(1) if index is not None else None
         if num_edges is not None:
@@ -148,12 +144,7 @@ class LinkNeighborLoader(KeyedLinkBatches, LinkLoader, KeyedDataLoader):
                 raise InvalidArgumentError(_WHERE, "filter_false_negatives", True,
                                            "False unless data is an in-memory Data/HeteroData")
             neg = _filtered(neg, data, edge_type, index, counts)
-        if neighbor_sampler is None:
-            from pyg_dist.sampler.neighbor import NeighborSampler
-            neighbor_sampler = NeighborSampler(
-                data, num_neighbors, subgraph_type=subgraph_type, replace=replace, disjoint=disjoint,
-                temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
-                is_sorted=is_sorted, share_memory=kwargs.get("num_workers", 0) > 0, directed=directed)
+        neighbor_sampler = make_local_sampler(locals())
         super().__init__(data=data, link_sampler=neighbor_sampler, edge_label_index=edge_label_index,
                          edge_label=edge_label, edge_label_time=edge_label_time, neg_sampling=neg,
                          transform=transform, transform_sampler_output=transform_sampler_output,

@@ -7,7 +7,7 @@ and PyG's ``filter_fn`` builds the ``Data`` / ``HeteroData`` batches.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 
 from torch import Tensor
 from torch_geometric.loader import NodeLoader
@@ -16,6 +16,32 @@ from pyg_dist.loader import _checks
 from pyg_dist.loader.epoch import KeyedDataLoader, KeyedNodeBatches
 
 _WHERE = "NeighborLoader"
+
+
+#: The loader arguments both one-machine loaders pass through to ``NeighborSampler``.
+SAMPLER_ARGS = ("subgraph_type", "replace", "disjoint", "temporal_strategy", "time_attr", "weight_attr", "is_sorted",
+                "directed")
+
+
+def begin(loader, where: str, args: Mapping[str, Any]) -> Optional[bool]:
+    """The first checks of both one-machine loaders (``args``: the loader's arguments); sets the seed
+    its batch keys come from and returns the ``filter_per_worker`` to use."""
+    _checks.check_data(where, args["data"], args["neighbor_sampler"] is not None)
+    loader._key_seed = _checks.check_seed(where, args["seed"])
+    _checks.check_loader_kwargs(where, args["kwargs"])
+    if args["neighbor_sampler"] is None:
+        _checks.check_num_neighbors(where, args["num_neighbors"])
+    return _checks.default_filter_per_worker(args["data"], args["filter_per_worker"])
+
+
+def make_local_sampler(args: Mapping[str, Any]):
+    """The one-machine loaders' sampler: ``neighbor_sampler`` when given, else a ``NeighborSampler`` over
+    ``data`` with the :data:`SAMPLER_ARGS` of ``args`` (its graph in shared memory when workers read it)."""
+    if args["neighbor_sampler"] is not None:
+        return args["neighbor_sampler"]
+    from pyg_dist.sampler.neighbor import NeighborSampler
+    return NeighborSampler(args["data"], args["num_neighbors"], **{k: args[k] for k in SAMPLER_ARGS},
+                           share_memory=args["kwargs"].get("num_workers", 0) > 0)
 
 
 class NeighborLoader(KeyedNodeBatches, NodeLoader, KeyedDataLoader):
@@ -67,21 +93,11 @@ class NeighborLoader(KeyedNodeBatches, NodeLoader, KeyedDataLoader):
                  transform_sampler_output: Optional[Callable] = None, is_sorted: bool = False,
                  filter_per_worker: Optional[bool] = None, neighbor_sampler: Any = None,
                  directed: bool = True, seed: Optional[int] = None, **kwargs):
-        _checks.check_data(_WHERE, data, neighbor_sampler is not None)
-        self._key_seed = _checks.check_seed(_WHERE, seed)
-        filter_per_worker = _checks.default_filter_per_worker(data, filter_per_worker)
-        _checks.check_loader_kwargs(_WHERE, kwargs)
-        if neighbor_sampler is None:
-            _checks.check_num_neighbors(_WHERE, num_neighbors)
+        filter_per_worker = begin(self, _WHERE, locals())
         num_seeds = _checks.check_input_nodes(_WHERE, data, input_nodes)
         _checks.check_time_args(_WHERE, "input_time", input_time, time_attr, both=False)
         _checks.check_aligned(_WHERE, "input_time", input_time, num_seeds)
-        if neighbor_sampler is None:
-            from pyg_dist.sampler.neighbor import NeighborSampler
-            neighbor_sampler = NeighborSampler(
-                data, num_neighbors, subgraph_type=subgraph_type, replace=replace, disjoint=disjoint,
-                temporal_strategy=temporal_strategy, time_attr=time_attr, weight_attr=weight_attr,
-                is_sorted=is_sorted, share_memory=kwargs.get("num_workers", 0) > 0, directed=directed)
+        neighbor_sampler = make_local_sampler(locals())
         super().__init__(data=data, node_sampler=neighbor_sampler, input_nodes=input_nodes,
                          input_time=input_time, transform=transform,
                          transform_sampler_output=transform_sampler_output,

@@ -105,12 +105,5 @@ class SamplingGraph:
             return self.csc[et].edge_time is not None
         return time_level == "node" and et[0] in self.node_time
 
-    @property
-    def temporal(self) -> Optional[str]:
-        """``'edge'`` / ``'node'`` when the graph carries edge / node time, else ``None``."""
-        if any(c.edge_time is not None for c in self.csc.values()):
-            return "edge"
-        return "node" if self.node_time else None
-
 
 __all__ = ["SamplingGraph"]
