@@ -16,6 +16,7 @@ from pyg_dist.ops import _torch_book, _torch_csr
 from pyg_dist.ops import backend as B
 from pyg_dist.ops import rows as R
 from pyg_dist.partition import kernels as K
+from pyg_dist.testing.oracles import sorted_pairs
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -226,15 +227,7 @@ def _edges(n, m, kind, seed=0):
     s, d = torch.randint(0, max(n, 1), (m,), generator=gen), torch.randint(0, max(n, 1), (m,), generator=gen)
     if kind is None:
         return s, d
-    if kind == "symmetric":
-        keep = s != d
-        s, d = torch.cat([s[keep], d[keep]]), torch.cat([d[keep], s[keep]])
-    key = torch.unique(s * n + d)
-    if kind == "loops":
-        key = torch.unique(torch.cat([key, torch.arange(n) * (n + 1)]))
-    if kind == "duplicates":
-        key = torch.repeat_interleave(key, 2)
-    return key // n, key % n
+    return sorted_pairs(s, d, n, kind)
 
 
 def _ref_symmetric(s, d, n):

@@ -14,6 +14,7 @@ from pyg_dist.partition import load_partition, read_meta
 from pyg_dist.partition.cli import main
 from pyg_dist.partition.kernels import relabel_csc, symmetric_csr
 from pyg_dist.partition.metis import metis_kway
+from pyg_dist.testing.oracles import sorted_pairs
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -148,19 +149,6 @@ def test_script_on_cora(tmp_path):
     assert train == 140
 
 
-def _sorted_input(s, d, n, kind):
-    """Sorted (source, destination) pairs: as drawn, symmetrised, + self loops, or + duplicates."""
-    if kind == "symmetric":
-        keep = s != d
-        s, d = torch.cat([s[keep], d[keep]]), torch.cat([d[keep], s[keep]])
-    key = torch.unique(s * n + d)
-    if kind == "loops":
-        key = torch.unique(torch.cat([key, torch.arange(n) * (n + 1)]))
-    if kind == "duplicates":
-        key = torch.repeat_interleave(key, 2)
-    return key // n, key % n
-
-
 @pytest.mark.parametrize("n,m,presort", [(1, 0, None), (40, 300, None), (40, 300, "plain"),
                                          (40, 300, "symmetric"), (40, 300, "loops"),
                                          (40, 300, "duplicates"), (7, 49, None)])
@@ -170,7 +158,7 @@ def test_symmetric_csr_matches_oracle(n, m, presort):
     gen = torch.Generator().manual_seed(0)
     s, d = torch.randint(0, n, (m,), generator=gen), torch.randint(0, n, (m,), generator=gen)
     if presort:
-        s, d = _sorted_input(s, d, n, presort)
+        s, d = sorted_pairs(s, d, n, presort)
     xadj, adj = symmetric_csr(s, d, n)
     keep = s != d
     key = torch.unique(torch.cat([s[keep] * n + d[keep], d[keep] * n + s[keep]]))

@@ -238,5 +238,25 @@ def check_edges_and_features(out, data, orig: Mapping[Any, Tensor], is_hetero: b
                 assert torch.equal(fb.node[t][key], s[key][orig[t][node[t]]]), (t, key)
 
 
-__all__ = ["first_occurrence", "in_edges", "check_repeats", "typed_stores", "original_attrs", "relabelled",
-           "typed_k_hop", "check_edges_and_features"]
+def sorted_pairs(src: Tensor, dst: Tensor, n: int, kind: str) -> Tuple[Tensor, Tensor]:
+    """``(src, dst)`` pairs sorted by (source, destination), deduplicated, then: ``"symmetric"`` with every
+    reverse added, ``"loops"`` with every self loop added, ``"duplicates"`` with every pair twice, or
+    anything else as they are (the partitioner kernels' input cases).
+
+    Example:
+        >>> sorted_pairs(torch.tensor([1, 0]), torch.tensor([0, 1]), 2, "duplicates")[0].tolist()
+        [0, 0, 1, 1]
+    """
+    if kind == "symmetric":
+        keep = src != dst
+        src, dst = torch.cat([src[keep], dst[keep]]), torch.cat([dst[keep], src[keep]])
+    key = torch.unique(src * n + dst)
+    if kind == "loops":
+        key = torch.unique(torch.cat([key, torch.arange(n) * (n + 1)]))
+    if kind == "duplicates":
+        key = torch.repeat_interleave(key, 2)
+    return key // n, key % n
+
+
+__all__ = ["sorted_pairs", "first_occurrence", "in_edges", "check_repeats", "typed_stores", "original_attrs",
+           "relabelled", "typed_k_hop", "check_edges_and_features"]
