@@ -1,9 +1,15 @@
-"""``torch_geometric.distributed``'s names, for users migrating from it (a re-export, nothing else).
+"""Migration layer for ``torch_geometric.distributed``: PyG's names AND constructors over pyg_dist.
 
-pyg_dist's classes live in its pipeline stages (``partition/``, ``store/``, ``sampler/``, ``loader/``);
-this module only mirrors the names PyG's deprecated module exported, so ``from pyg_dist.distributed
-import DistNeighborLoader`` works where ``from torch_geometric.distributed import ...`` did.
-Imported lazily (``import pyg_dist.distributed`` stays cheap).
+A script written for PyG 2.5-2.8's distributed module runs with its import changed::
+
+    from pyg_dist.distributed import (DistContext, LocalFeatureStore, LocalGraphStore, Partitioner,
+                                      DistNeighborLoader, DistLinkNeighborLoader)
+
+Every class here is a thin adapter over pyg_dist's own (one engine): the stores ARE pyg_dist's stores
+with PyG's attributes added, the loaders ARE pyg_dist's loaders with PyG's argument list, and
+``Partitioner`` writes PyG's folder layout (input ids kept) with pyg_dist's METIS. See
+``docs/migration.md`` for every name's status and each place where PyG's behaviour was a bug and
+pyg_dist does otherwise. Imported lazily (``import pyg_dist.distributed`` stays cheap).
 """
 from __future__ import annotations
 
@@ -12,22 +18,22 @@ from typing import TYPE_CHECKING
 from pyg_dist._lazy import lazy_names
 
 if TYPE_CHECKING:  # visible to IDEs and type checkers; imported on first use at run time
-    from pyg_dist.context import DistContext
-    from pyg_dist.loader.dist_link_loader import DistLinkNeighborLoader
-    from pyg_dist.loader.dist_node_loader import DistNeighborLoader
-    from pyg_dist.partition.partitioner import Partitioner
-    from pyg_dist.sampler.dist_neighbor import DistNeighborSampler
-    from pyg_dist.store.feature_store import LocalFeatureStore
-    from pyg_dist.store.graph_store import LocalGraphStore
+    from pyg_dist.distributed.context import DistContext, DistRole
+    from pyg_dist.distributed.loaders import DistLinkNeighborLoader, DistLoader, DistNeighborLoader
+    from pyg_dist.distributed.partitioner import Partitioner
+    from pyg_dist.distributed.sampler import DistNeighborSampler
+    from pyg_dist.distributed.stores import LocalFeatureStore, LocalGraphStore
 
 _LAZY = {
-    "DistContext": "pyg_dist.context",
-    "LocalFeatureStore": "pyg_dist.store.feature_store",
-    "LocalGraphStore": "pyg_dist.store.graph_store",
-    "Partitioner": "pyg_dist.partition.partitioner",
-    "DistNeighborSampler": "pyg_dist.sampler.dist_neighbor",
-    "DistNeighborLoader": "pyg_dist.loader.dist_node_loader",
-    "DistLinkNeighborLoader": "pyg_dist.loader.dist_link_loader",
+    "DistContext": "pyg_dist.distributed.context",
+    "DistRole": "pyg_dist.distributed.context",
+    "LocalFeatureStore": "pyg_dist.distributed.stores",
+    "LocalGraphStore": "pyg_dist.distributed.stores",
+    "Partitioner": "pyg_dist.distributed.partitioner",
+    "DistNeighborSampler": "pyg_dist.distributed.sampler",
+    "DistLoader": "pyg_dist.distributed.loaders",
+    "DistNeighborLoader": "pyg_dist.distributed.loaders",
+    "DistLinkNeighborLoader": "pyg_dist.distributed.loaders",
 }
 
 __getattr__, __dir__, __all__ = lazy_names(__name__, _LAZY)

@@ -53,8 +53,13 @@ def _owned_edges(gs, et, time_attr: Optional[str]) -> Dict[str, Tensor]:
 
 
 def owned_link_seeds(gs, et, index: Optional[Tensor], edge_label: Optional[Tensor],
-                     edge_label_time: Optional[Tensor], time_attr: Optional[str]) -> Dict[str, Tensor]:
-    """This partition's seed edges: ``{"src", "dst", "input_id"[, "label"][, "time"]}``."""
+                     edge_label_time: Optional[Tensor], time_attr: Optional[str],
+                     owned_only: bool = True) -> Dict[str, Tensor]:
+    """This partition's seed edges: ``{"src", "dst", "input_id"[, "label"][, "time"]}``.
+
+    ``owned_only=False``: a given ``index`` is this rank's own seed list, kept whole (PyG's
+    ``torch_geometric.distributed`` semantics); without one, the partition's edges either way.
+    """
     if index is None:
         if edge_label is not None or edge_label_time is not None:
             raise InvalidArgumentError(_WHERE, "edge_label", "<tensor>",
@@ -69,7 +74,8 @@ def owned_link_seeds(gs, et, index: Optional[Tensor], edge_label: Optional[Tenso
                                        f"in row {r}")
     _checks.check_aligned(_WHERE, "edge_label", edge_label, index.size(1))
     _checks.check_aligned(_WHERE, "edge_label_time", edge_label_time, index.size(1))
-    keep = gs.book.owner(et[-1], index[1]) == gs.partition
+    keep = (gs.book.owner(et[-1], index[1]) == gs.partition if owned_only
+            else torch.ones(index.size(1), dtype=torch.bool))
     out = {"src": index[0][keep], "dst": index[1][keep], "input_id": torch.arange(index.size(1))[keep]}
     if edge_label is not None:
         out["label"] = edge_label[keep]
@@ -91,8 +97,9 @@ class DistLinkNeighborLoader(dist_base.DistLoaderMixin, KeyedLinkBatches, LinkLo
         neg_sampling / neg_sampling_ratio: PyG's binary / triplet negative sampling (negatives are
             drawn uniformly; they may coincide with positive edges, as in PyG).
         time_attr: ``"time"`` (node time) or ``"edge_time"``.
-        ctx, seed_split, shuffle_seed, seed, concurrency, node_attrs, edge_attrs, timeout: As
-            :class:`~pyg_dist.loader.dist_node_loader.DistNeighborLoader`.
+        ctx, seed_split, shuffle_seed, seed, concurrency, node_attrs, edge_attrs, timeout, rpc_port: As
+            :class:`~pyg_dist.loader.dist_node_loader.DistNeighborLoader` (``seed_split="rank"``:
+            ``edge_label_index`` is this rank's own seed list, kept whole).
         **kwargs: ``DataLoader`` arguments (``batch_size``, ``shuffle``, ``drop_last``, ``num_workers``).
 
     Example:
@@ -111,7 +118,7 @@ class DistLinkNeighborLoader(dist_base.DistLoaderMixin, KeyedLinkBatches, LinkLo
                  is_sorted: bool = False, filter_per_worker: Optional[bool] = None, neighbor_sampler: Any = None,
                  directed: bool = True, *, ctx=None, seed_split: str = "balanced", shuffle_seed: Optional[int] = 0,
                  seed: Optional[int] = None, concurrency: int = 1, node_attrs=None, edge_attrs=None,
-                 timeout: float = 60.0, **kwargs):
+                 timeout: float = 60.0, rpc_port: Optional[int] = None, **kwargs):
         if time_attr is not None and not isinstance(time_attr, str):
             raise InvalidArgumentError(_WHERE, "time_attr", time_attr, "None or an attribute name")
         if edge_label_time is not None and time_attr is None:
@@ -122,7 +129,7 @@ class DistLinkNeighborLoader(dist_base.DistLoaderMixin, KeyedLinkBatches, LinkLo
         neg = resolve_neg_sampling(neg_sampling, None if neg_sampling_ratio in (None, 0.0) else neg_sampling_ratio)
         if neg is not None and neg.is_triplet() and edge_label is not None:
             raise InvalidArgumentError(_WHERE, "edge_label", "<tensor>", "None with triplet negative sampling")
-        items = owned_link_seeds(gs, et, index, edge_label, edge_label_time, time_attr)
+        items = owned_link_seeds(gs, et, index, edge_label, edge_label_time, time_attr, owned_only=seed_split != "rank")
         batch_size = kwargs.get("batch_size", 1) or 1
         self.seed_share = rank_seeds(_WHERE, items, "dst", ctx, meta, et[-1], batch_size,
                                      bool(kwargs.get("drop_last", False)), seed_split, shuffle_seed)
@@ -134,7 +141,7 @@ class DistLinkNeighborLoader(dist_base.DistLoaderMixin, KeyedLinkBatches, LinkLo
                          edge_label=mine.get("label"), edge_label_time=mine.get("time"), neg_sampling=neg,
                          transform=transform, transform_sampler_output=transform_sampler_output,
                          filter_per_worker=filter_per_worker, input_id=mine["input_id"],
-                         **workers.loader_kwargs(_WHERE, kwargs, ctx, (fs, gs)))
+                         **workers.loader_kwargs(_WHERE, kwargs, ctx, (fs, gs), rpc_port))
         if not meta.is_hetero:
             self.input_data.input_type = None  # the homogeneous boundary: no edge type downstream
 

@@ -22,7 +22,9 @@ from pyg_dist.loader.epoch import KeyedDataLoader, KeyedNodeBatches, split_keyed
 from pyg_dist.loader.seed_split import SeedShare, balance_seeds, share_index
 
 _WHERE = "DistNeighborLoader"
-SEED_SPLITS = ("balanced", "partition")
+#: ``seed_split`` values: co-located and balanced, co-located only, or the rank's own seeds (PyG's
+#: ``torch_geometric.distributed`` semantics: no ownership filter), balanced.
+SEED_SPLITS = ("balanced", "partition", "rank")
 
 
 def _node_input(where: str, meta, input_nodes: Any) -> Tuple[str, Any]:
@@ -37,14 +39,19 @@ def _node_input(where: str, meta, input_nodes: Any) -> Tuple[str, Any]:
                                f"a node type in {meta.node_types} or a (node_type, ids / mask / mask name) pair")
 
 
-def owned_node_seeds(where: str, fs, gs, ntype: str, spec: Any, input_time: Optional[Tensor]) -> Dict[str, Tensor]:
+def owned_node_seeds(where: str, fs, gs, ntype: str, spec: Any, input_time: Optional[Tensor],
+                     owned_only: bool = True) -> Dict[str, Tensor]:
     """This partition's seeds: ``{"node", "input_id"[, "time"]}`` (global ids; PyG's ``input_id``).
 
     ``spec``: ``None`` (every owned node), an attribute name (``"train_mask"``), or the GLOBAL seed
     set as ids or a bool mask (the same on every rank; each keeps the ids its partition owns).
+    ``owned_only=False``: a tensor ``spec`` is this rank's own seed list, kept whole, and ``None`` means
+    every node of the type (PyG's ``torch_geometric.distributed`` semantics).
     """
     meta, part, book = gs.partition_meta, gs.partition, gs.book
     group = ntype if meta.is_hetero else None
+    if spec is None and not owned_only:
+        spec = torch.arange(meta.num_nodes[ntype])
     if spec is None or isinstance(spec, str):
         if input_time is not None:
             raise InvalidArgumentError(where, "input_time", "<tensor>",
@@ -61,7 +68,10 @@ def owned_node_seeds(where: str, fs, gs, ntype: str, spec: Any, input_time: Opti
     else:
         ids, input_id = spec.to(torch.long), torch.arange(spec.numel())
     _checks.check_aligned(where, "input_time", input_time, ids.numel())
-    keep = book.owner(ntype, ids) == part if ids.numel() else torch.zeros(0, dtype=torch.bool)
+    if owned_only:
+        keep = book.owner(ntype, ids) == part if ids.numel() else torch.zeros(0, dtype=torch.bool)
+    else:
+        keep = torch.ones(ids.numel(), dtype=torch.bool)
     out = {"node": ids[keep], "input_id": input_id[keep]}
     if input_time is not None:
         out["time"] = input_time[keep]
@@ -72,10 +82,11 @@ def rank_seeds(where: str, items: Dict[str, Tensor], key: str, ctx, meta, ntype:
                drop_last: bool, seed_split: str, shuffle_seed: Optional[int]) -> SeedShare:
     """This rank's share of its partition's ``items``, balanced across ranks when asked."""
     check_choice(where, "seed_split", seed_split, SEED_SPLITS)
-    share, shares, bounds = dist_base.rank_share_args(ctx, meta, ntype)
-    pos = share_index(items[key], share, shares, bounds)
-    items = {k: v[pos] for k, v in items.items()}
-    if seed_split == "balanced":
+    if seed_split != "rank":  # co-located seeds: split between the ranks serving this partition
+        share, shares, bounds = dist_base.rank_share_args(ctx, meta, ntype)
+        pos = share_index(items[key], share, shares, bounds)
+        items = {k: v[pos] for k, v in items.items()}
+    if seed_split in ("balanced", "rank"):
         return balance_seeds(items, batch_size, drop_last, shuffle_seed=shuffle_seed, what=f"{where} seeds")
     from pyg_dist.loader.seed_split import BalancePlan
     n = items[key].numel()
@@ -101,13 +112,17 @@ class DistNeighborLoader(dist_base.DistLoaderMixin, KeyedNodeBatches, NodeLoader
         is_sorted: Accepted for PyG compatibility; partitions are always sorted.
         neighbor_sampler: A ready :class:`~pyg_dist.sampler.dist_neighbor.DistNeighborSampler`.
         ctx: This process's context (default: from ``data`` or torchrun's environment).
-        seed_split: ``"balanced"`` (equal batch counts on every rank, collective; default) or
-            ``"partition"`` (this rank's co-located share only, no collective; e.g. evaluation).
+        seed_split: ``"balanced"`` (equal batch counts on every rank, collective; default),
+            ``"partition"`` (this rank's co-located share only, no collective; e.g. evaluation) or
+            ``"rank"`` (``input_nodes`` are this rank's OWN seeds, owned or not, as in PyG's
+            ``torch_geometric.distributed``; ``None`` = every node; then balanced like ``"balanced"``).
         shuffle_seed: Seed of the permutation that picks which seeds move or are left out.
         seed: The loader's seed: batch ``i`` of epoch ``e`` on rank ``r`` is a pure function of
             ``(seed, e, i, r)`` and the folder, whatever ``num_workers`` or ``concurrency`` are
             (:mod:`pyg_dist.loader.epoch`). Default: drawn from torch's global generator now.
         concurrency / node_attrs / edge_attrs / timeout: Passed to the sampler.
+        rpc_port: Rendezvous port of this loader's worker RPC world (``num_workers > 0``; default
+            ``ctx.rpc_port + loader index``, or a free port when that one is taken).
         **kwargs: ``DataLoader`` arguments (``batch_size``, ``shuffle``, ``drop_last``,
             ``num_workers``: workers join RPC and are kept alive, ``persistent_workers`` must not be
             ``False``).
@@ -127,12 +142,12 @@ class DistNeighborLoader(dist_base.DistLoaderMixin, KeyedNodeBatches, NodeLoader
                  is_sorted: bool = False, filter_per_worker: Optional[bool] = None, neighbor_sampler: Any = None,
                  directed: bool = True, *, ctx=None, seed_split: str = "balanced", shuffle_seed: Optional[int] = 0,
                  seed: Optional[int] = None, concurrency: int = 1, node_attrs=None, edge_attrs=None,
-                 timeout: float = 60.0, **kwargs):
+                 timeout: float = 60.0, rpc_port: Optional[int] = None, **kwargs):
         _checks.check_time_args(_WHERE, "input_time", input_time, time_attr, both=False)
         fs, gs, ctx = dist_base.begin(self, _WHERE, data, ctx, seed, kwargs)
         meta = gs.partition_meta
         ntype, spec = _node_input(_WHERE, meta, input_nodes)
-        items = owned_node_seeds(_WHERE, fs, gs, ntype, spec, input_time)
+        items = owned_node_seeds(_WHERE, fs, gs, ntype, spec, input_time, owned_only=seed_split != "rank")
         batch_size = kwargs.get("batch_size", 1) or 1
         self.seed_share = rank_seeds(_WHERE, items, "node", ctx, meta, ntype, batch_size,
                                      bool(kwargs.get("drop_last", False)), seed_split, shuffle_seed)
@@ -142,7 +157,7 @@ class DistNeighborLoader(dist_base.DistLoaderMixin, KeyedNodeBatches, NodeLoader
         super().__init__(data=(fs, gs), node_sampler=neighbor_sampler, input_nodes=nodes,
                          input_time=mine.get("time"), transform=transform,
                          transform_sampler_output=transform_sampler_output, filter_per_worker=filter_per_worker,
-                         input_id=mine["input_id"], **workers.loader_kwargs(_WHERE, kwargs, ctx, (fs, gs)))
+                         input_id=mine["input_id"], **workers.loader_kwargs(_WHERE, kwargs, ctx, (fs, gs), rpc_port))
 
     def _start_batch(self, index):
         idx, key = split_keyed(index)

@@ -25,11 +25,12 @@ LOG = logging.getLogger("pyg_dist")
 _WORKER_WORLDS = itertools.count()
 
 
-def _port_proposal(ctx: DistContext, index: int) -> int:
-    """``rpc_port + index`` when free here, else a port the OS says is free (rank 0 proposes)."""
+def _port_proposal(ctx: DistContext, index: int, preferred: Optional[int] = None) -> int:
+    """``preferred`` (default ``rpc_port + index``) when free here, else a port the OS says is free
+    (rank 0 proposes)."""
     from pyg_dist.rpc.runtime import check_port_free, pick_free_port
     assert ctx.rpc_port is not None  # resolved by DistContext.__post_init__
-    port = ctx.rpc_port + index
+    port = ctx.rpc_port + index if preferred is None else preferred
     try:
         if port <= 65535 and port != ctx.master_port:
             check_port_free(port)
@@ -39,19 +40,21 @@ def _port_proposal(ctx: DistContext, index: int) -> int:
     return pick_free_port(ctx.master_addr)
 
 
-def agree_world(where: str, ctx: DistContext, index: int, num_workers: int) -> DistContext:
+def agree_world(where: str, ctx: DistContext, index: int, num_workers: int,
+                port: Optional[int] = None) -> DistContext:
     """The trainer context of this process's ``index``-th loader with workers, agreed by every rank.
 
     With a process group of several ranks, every rank sends its loader index and rank 0 a free port
-    (``rpc_port + index`` when free); all ranks then use rank 0's port. Without one, ``rpc_port + index``.
+    (``port``, default ``rpc_port + index``, when free); all ranks then use rank 0's port. Without one,
+    ``port`` (default ``rpc_port + index``).
 
     Raises:
         InvalidArgumentError: the ranks built their loaders in different orders (names both indices).
     """
     import torch.distributed as dist
     if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
-        return ctx.for_loader(index, num_workers)
-    mine = [index, _port_proposal(ctx, index) if dist.get_rank() == 0 else None]
+        return ctx.for_loader(index, num_workers, port=port)
+    mine = [index, _port_proposal(ctx, index, port) if dist.get_rank() == 0 else None]
     every: List[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(every, mine)
     for rank, (other, _) in enumerate(every):
@@ -62,17 +65,25 @@ def agree_world(where: str, ctx: DistContext, index: int, num_workers: int) -> D
     return ctx.for_loader(index, num_workers, port=every[0][1])
 
 
-def loader_kwargs(where: str, kwargs: dict, ctx: DistContext, stores) -> dict:
-    """DataLoader kwargs for the deployment: workers serve and join RPC; they must be persistent."""
+def loader_kwargs(where: str, kwargs: dict, ctx: DistContext, stores, port: Optional[int] = None) -> dict:
+    """DataLoader kwargs for the deployment: workers serve and join RPC; they must be persistent.
+
+    ``port``: the worker world's rendezvous port (see :func:`agree_world`)."""
     workers = kwargs.get("num_workers", 0)
     if workers == 0:
+        if port is not None:
+            raise InvalidArgumentError(where, "rpc_port", port, "None with num_workers=0 (the trainers' RPC world "
+                                       "uses the context's rpc_port)")
         return kwargs
     if kwargs.get("persistent_workers") is False:
         raise InvalidArgumentError(where, "persistent_workers", False,
                                    "True (or unset) with num_workers > 0: the workers are members of the "
                                    "RPC world and must live as long as the loader")
     out = dict(kwargs, persistent_workers=True)
-    world = agree_world(where, ctx, next(_WORKER_WORLDS), workers)
+    if port is not None:
+        from pyg_dist.context import _check_port
+        _check_port(where, "rpc_port", port)
+    world = agree_world(where, ctx, next(_WORKER_WORLDS), workers, port)
     out["worker_init_fn"] = WorkerSetup(world, stores, kwargs.get("worker_init_fn"))
     return out
 

@@ -84,8 +84,9 @@ def _split_types(g: TypedGraph, flat: Tensor) -> Dict[NodeType, Tensor]:
 
 
 def metis_assign(g: TypedGraph, num_parts: int, seed: int = 0, ufactor: int = 30,
-                 balance: bool = True) -> Tuple[Dict[NodeType, Tensor], List[str]]:
-    """Min-cut assignment with multi-constraint balance (see :func:`constraint_weights`).
+                 balance: bool = True, recursive: bool = False) -> Tuple[Dict[NodeType, Tensor], List[str]]:
+    """Min-cut assignment with multi-constraint balance (see :func:`constraint_weights`); k-way, or
+    recursive bisection with ``recursive``.
 
     Returns:
         ``(parts per node type, names of the balance constraints used)``.
@@ -94,7 +95,7 @@ def metis_assign(g: TypedGraph, num_parts: int, seed: int = 0, ufactor: int = 30
     xadj, adjncy = symmetric_csr(src, dst, g.total_nodes())
     del src, dst
     names, w = constraint_weights(g) if balance else (["nodes"], None)
-    flat, _ = metis_kway(xadj, adjncy, num_parts, w, seed=seed, ufactor=ufactor)
+    flat, _ = metis_kway(xadj, adjncy, num_parts, w, seed=seed, ufactor=ufactor, recursive=recursive)
     return _split_types(g, flat), names
 
 

@@ -231,11 +231,27 @@ def _pyg_meta(root: Path, raw: Dict[str, Any]) -> PartitionMeta:
     etypes = [tuple(e) for e in raw["edge_types"]] if is_hetero else [HOMO_EDGE]
     num_nodes = {t: _map_len(node_map_path(root, t, is_hetero)) for t in ntypes}
     num_edges = {e: _map_len(edge_map_path(root, e, is_hetero)) for e in etypes}
+    node_time, edge_time = _pyg_time_types(root, is_hetero, ntypes, etypes)
     return PartitionMeta(root=root, num_parts=int(raw["num_parts"]), node_types=ntypes, edge_types=etypes,
                          is_hetero=is_hetero, method="pyg", base_method="metis", hybrid=False, sub_parts=1,
-                         num_nodes=num_nodes, num_edges=num_edges, is_native=False,
+                         num_nodes=num_nodes, num_edges=num_edges, node_time_types=node_time,
+                         edge_time_types=edge_time, is_native=False,
                          extra={"is_sorted": bool(raw.get("is_sorted", False)),
                                 "node_offset": raw.get("node_offset")})
+
+
+def _pyg_time_types(root: Path, is_hetero: bool, ntypes, etypes):
+    """Node / edge types with time in a PyG folder (its META does not say; partition 0's files do)."""
+    def entries(path: Path, types) -> Dict[Any, Any]:
+        raw = load_tensor(path, mmap=True) if path.is_file() else {}
+        raw = raw if isinstance(raw, dict) else {}
+        if not is_hetero:
+            return {types[0]: raw}
+        return {t: raw.get(t) or raw.get("__".join(t) if isinstance(t, tuple) else t) or {} for t in types}
+
+    nodes, edges = entries(node_feats_path(root, 0), ntypes), entries(edge_feats_path(root, 0), etypes)
+    return ([t for t in ntypes if isinstance(nodes[t], dict) and nodes[t].get("time") is not None],
+            [e for e in etypes if isinstance(edges[e], dict) and edges[e].get("edge_time") is not None])
 
 
 def _map_len(path: Path) -> int:

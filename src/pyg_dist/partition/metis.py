@@ -30,8 +30,9 @@ def _library():
         raise PyGDistError(f"pymetis' bundled METIS uses {_idx_type_width()}-bit indices; pyg_dist needs 64")
     lib = ctypes.CDLL(internal.__file__)
     p = ctypes.POINTER(ctypes.c_int64)
-    lib.METIS_PartGraphKway.argtypes = [p, p, p, p, p, p, p, p, ctypes.c_void_p, ctypes.c_void_p, p, p, p]
-    lib.METIS_PartGraphKway.restype = ctypes.c_int
+    for fn in (lib.METIS_PartGraphKway, lib.METIS_PartGraphRecursive):  # same C signature
+        fn.argtypes = [p, p, p, p, p, p, p, p, ctypes.c_void_p, ctypes.c_void_p, p, p, p]
+        fn.restype = ctypes.c_int
     lib.METIS_SetDefaultOptions.argtypes = [p]
     lib.METIS_SetDefaultOptions.restype = ctypes.c_int
     return lib, options_indices
@@ -42,7 +43,7 @@ def _ptr(a: np.ndarray):
 
 
 def metis_kway(xadj: np.ndarray, adjncy: np.ndarray, num_parts: int, vwgt: Optional[np.ndarray] = None,
-               seed: int = 0, ufactor: int = 30) -> Tuple[Tensor, int]:
+               seed: int = 0, ufactor: int = 30, recursive: bool = False) -> Tuple[Tensor, int]:
     """Partitions a symmetric CSR graph into ``num_parts`` with several balance constraints.
 
     Args:
@@ -52,6 +53,7 @@ def metis_kway(xadj: np.ndarray, adjncy: np.ndarray, num_parts: int, vwgt: Optio
         vwgt: Optional ``[N, ncon]`` int64 vertex weights; every column must have a positive sum.
         seed: METIS' random seed (the result is deterministic for a given seed).
         ufactor: Allowed imbalance in thousandths per constraint (30 = 3 %).
+        recursive: Multilevel recursive bisection (``METIS_PartGraphRecursive``) instead of k-way.
 
     Returns:
         ``(part, edgecut)``: an int64 tensor ``[N]`` with the part of each vertex and METIS' cut.
@@ -80,10 +82,12 @@ def metis_kway(xadj: np.ndarray, adjncy: np.ndarray, num_parts: int, vwgt: Optio
     options[opt.SEED], options[opt.UFACTOR], options[opt.NUMBERING] = seed, ufactor, 0
     part = np.zeros(n, dtype=np.int64)
     nv, nc, npart, cut = (np.array([v], dtype=np.int64) for v in (n, ncon, num_parts, 0))
-    status = lib.METIS_PartGraphKway(
+    fn = lib.METIS_PartGraphRecursive if recursive else lib.METIS_PartGraphKway
+    status = fn(
         _ptr(nv), _ptr(nc), _ptr(xadj), _ptr(adjncy), _ptr(vwgt) if vwgt is not None else None,
         None, None, _ptr(npart), None, None, _ptr(options), _ptr(cut), _ptr(part))
     if status != _METIS_OK:
-        raise PyGDistError(f"METIS_PartGraphKway failed with {_ERRORS.get(status, status)} "
+        kind = "Recursive" if recursive else "Kway"
+        raise PyGDistError(f"METIS_PartGraph{kind} failed with {_ERRORS.get(status, status)} "
                            f"(N={n}, edges={int(xadj[-1])}, ncon={ncon}, parts={num_parts})")
     return torch.from_numpy(part), int(cut[0])

@@ -33,6 +33,7 @@ class PartitionConfig:
     seed: int = 0
     ufactor: int = 30
     balance: bool = True
+    recursive: bool = False
 
     def __post_init__(self):
         check_positive_int(_WHERE, "num_parts", self.num_parts)
@@ -41,6 +42,9 @@ class PartitionConfig:
         check_positive_int(_WHERE, "sub_parts", self.sub_parts)
         check_positive_int(_WHERE, "seed", self.seed, allow_zero=True)
         check_positive_int(_WHERE, "ufactor", self.ufactor)
+        for name in ("balance", "recursive"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidArgumentError(_WHERE, name, getattr(self, name), "a bool")
         if self.num_clusters is not None:
             check_positive_int(_WHERE, "num_clusters", self.num_clusters)
             if self.num_clusters < self.num_parts:
@@ -69,6 +73,7 @@ class Partitioner:
         seed: Seed of every random choice, METIS' included.
         ufactor: METIS' allowed imbalance per constraint, in thousandths (30 = 3 %).
         balance: Balance METIS on node count, train/val/test counts and in-degree (else nodes only).
+        recursive: METIS by multilevel recursive bisection instead of k-way (``metis`` and ``hybrid``).
 
     Example:
         >>> from pyg_dist.datasets import synthetic_graph
@@ -80,9 +85,9 @@ class Partitioner:
 
     def __init__(self, data, num_parts: int, method: str = "metis", *, base_method: str = "metis",
                  sub_parts: int = 1, num_clusters: Optional[int] = None, seed: int = 0, ufactor: int = 30,
-                 balance: bool = True):
+                 balance: bool = True, recursive: bool = False):
         self.config = PartitionConfig(num_parts, method, base_method, sub_parts, num_clusters, seed,
-                                      ufactor, balance)
+                                      ufactor, balance, recursive)
         self.graph: TypedGraph = typed_graph(data)
         total = self.graph.total_nodes()
         if num_parts * sub_parts > total:
@@ -98,7 +103,7 @@ class Partitioner:
         if method == "random":
             parts = assign.random_assign(g.num_nodes, c.num_parts, c.seed)
         elif method == "metis":
-            parts, used = assign.metis_assign(g, c.num_parts, c.seed, c.ufactor, c.balance)
+            parts, used = assign.metis_assign(g, c.num_parts, c.seed, c.ufactor, c.balance, c.recursive)
         else:
             k = c.num_clusters or min(32 * c.num_parts, g.total_nodes())
             parts, used = assign.supernode_assign(g, c.num_parts, k, c.seed)

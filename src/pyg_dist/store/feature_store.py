@@ -249,7 +249,7 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
         if isinstance(attr.index, slice):
             raise InvalidArgumentError(f"{_WHERE}.get_tensor", "index", attr.index,
                                        "None or a 1-D tensor of global ids (no slices: rows are global ids)")
-        return self.lookup_features(attr.index, isinstance(group, str), group, attr.attr_name)
+        return self.lookup_features_async(attr.index, isinstance(group, str), group, attr.attr_name).wait()
 
     def get_tensor_from_global_id(self, *args, **kwargs) -> Tensor:
         """PyG's name for :meth:`get_tensor` with global ids (``index`` must be given)."""

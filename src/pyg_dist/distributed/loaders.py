@@ -1,0 +1,190 @@
+"""PyG's ``DistLoader``, ``DistNeighborLoader`` and ``DistLinkNeighborLoader`` constructors over
+pyg_dist's loaders.
+
+The loaders ARE pyg_dist's :class:`~pyg_dist.loader.dist_node_loader.DistNeighborLoader` /
+:class:`~pyg_dist.loader.dist_link_loader.DistLinkNeighborLoader` with PyG's argument list, PyG's seed
+semantics (``input_nodes`` / ``edge_label_index`` are this rank's own seeds, owned by its partition or
+not: ``seed_split="rank"``) and PyG's RPC set-up: with ``num_workers=0`` the first loader joins this
+process to the trainers' RPC world on ``master_port`` (left at exit); with workers, each loader's workers
+form their own world on ``master_port`` (or a free port when that one is taken). Differences from PyG,
+all deliberate: ranks agree on the number of batches per epoch (surplus seeds move, PyG's DDP hung);
+remote errors raise instead of being logged; batches are reproducible from ``seed``.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+from typing import Any, Callable, Optional
+
+from torch_geometric.data import HeteroData
+
+from pyg_dist.distributed.context import native_context, resolve_address
+from pyg_dist.distributed.stores import check_stores, time_attr_of
+from pyg_dist.errors import InvalidArgumentError, check_positive_int
+from pyg_dist.loader import dist_link_loader, dist_node_loader
+
+
+class WithLabels:
+    """Transform: ``y`` from the feature store's ``labels`` (PyG's behaviour), then the user's transform."""
+
+    def __init__(self, feature_store, input_type, transform: Optional[Callable] = None):
+        self.feature_store, self.input_type, self.transform = feature_store, input_type, transform
+
+    def __call__(self, data):
+        """``data`` with ``y`` from ``labels`` (when set), through the user's transform."""
+        labels = self.feature_store.labels
+        if labels is not None:
+            if isinstance(data, HeteroData):
+                store = data[self.input_type]
+                store.y = labels[store.e_id if isinstance(self.input_type, tuple) else store.n_id]
+            else:
+                data.y = labels[data.n_id]
+        return data if self.transform is None else self.transform(data)
+
+
+def _leave_rpc() -> None:
+    from pyg_dist import rpc
+    if rpc.is_initialized():
+        rpc.shutdown_rpc()
+
+
+class DistLoader:
+    """PyG's base of the distributed loaders: where RPC lives and how long calls may take.
+
+    Args:
+        current_ctx: This process's :class:`~pyg_dist.distributed.DistContext`.
+        master_addr: RPC host (default ``$MASTER_ADDR``).
+        master_port: RPC port of this loader (default ``$MASTER_PORT + 1``); never DDP's port.
+        channel: Accepted for PyG scripts and unused (batches are not queued through a channel).
+        num_rpc_threads: Threads serving RPC requests in this process (trainers' world).
+        rpc_timeout: Seconds each remote call may take before it fails with ``RpcTimeoutError``.
+        dist_sampler: A ready sampler (``DistNeighborSampler``) instead of one built from the arguments.
+    """
+
+    def __init__(self, current_ctx, master_addr: Optional[str] = None, master_port=None, channel=None,
+                 num_rpc_threads: int = 16, rpc_timeout: float = 180, dist_sampler=None, **kwargs):
+        where = type(self).__name__
+        self.master_addr, self.master_port = resolve_address(where, master_addr, master_port)
+        self.num_rpc_threads = check_positive_int(where, "num_rpc_threads", num_rpc_threads)
+        if isinstance(rpc_timeout, bool) or not isinstance(rpc_timeout, (int, float)) or not rpc_timeout > 0:
+            raise InvalidArgumentError(where, "rpc_timeout", rpc_timeout, "a positive number of seconds")
+        self.current_ctx, self.channel, self.rpc_timeout = current_ctx, channel, float(rpc_timeout)
+        self.dist_sampler, self.pid = dist_sampler, os.getpid()
+        self.num_workers = kwargs.get("num_workers", 0)
+
+    def _world(self, fs, gs):
+        """pyg_dist's context of this loader; with ``num_workers=0`` this process joins RPC (once)."""
+        from pyg_dist import rpc
+        from pyg_dist.sampler.dist_neighbor import serve_partition
+        where = type(self).__name__
+        if self.num_workers == 0 and rpc.is_initialized():
+            serve_partition(gs, fs)  # this loader's stores answer the peers from now on
+            return rpc.current_context()
+        ctx = native_context(where, self.current_ctx, gs.num_partitions, self.master_addr, self.master_port,
+                             self.num_workers)
+        if self.num_workers == 0:
+            serve_partition(gs, fs)
+            rpc.init_rpc(ctx, call_timeout=self.rpc_timeout, num_threads=self.num_rpc_threads)
+            atexit.register(_leave_rpc)
+        return ctx
+
+    def channel_get(self, out: Any) -> Any:
+        """PyG's hook; batches never go through a channel here, so ``out`` comes back as it is."""
+        return out
+
+    def reset_channel(self, channel=None) -> None:
+        """PyG's hook; keeps ``channel`` for scripts that read it."""
+        self.channel = channel
+
+    def __enter__(self):
+        self._entered = iter(self)
+        return self._entered
+
+    def __exit__(self, *args) -> None:
+        import torch.distributed as dist
+        self._entered = None
+        if dist.is_available() and dist.is_initialized():
+            dist.barrier()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(pid={self.pid})"
+
+
+def _begin(loader: DistLoader, data, current_ctx, master_addr, master_port, num_rpc_threads, dist_sampler,
+           async_sampling, kwargs: dict):
+    """Common first steps: stores, PyG's RPC arguments, this loader's context and pyg_dist's extras."""
+    where = type(loader).__name__
+    fs, gs = check_stores(where, data)
+    if not isinstance(async_sampling, bool):
+        raise InvalidArgumentError(where, "async_sampling", async_sampling, "a bool")
+    DistLoader.__init__(loader, current_ctx, master_addr, master_port, None, num_rpc_threads,
+                        kwargs.pop("rpc_timeout", 180), dist_sampler, **kwargs)
+    ctx = loader._world(fs, gs)
+    extra = {"ctx": ctx, "seed_split": "rank", "neighbor_sampler": dist_sampler}
+    extra["timeout"] = kwargs.pop("timeout", loader.rpc_timeout)
+    if loader.num_workers:
+        extra["rpc_port"] = loader.master_port
+    return fs, gs, extra
+
+
+class DistNeighborLoader(dist_node_loader.DistNeighborLoader, DistLoader):
+    """PyG's ``DistNeighborLoader(data, num_neighbors, master_addr, master_port, current_ctx, ...)``.
+
+    Arguments as PyG's: ``input_nodes`` are this rank's own seeds (any partition's; ``None`` = every
+    node), ``input_time``, ``dist_sampler``, ``replace``, ``subgraph_type``, ``disjoint``,
+    ``temporal_strategy``, ``time_attr``, ``transform``, ``concurrency``, ``num_rpc_threads``,
+    ``filter_per_worker``; ``async_sampling`` and ``device`` are accepted (batches are always prefetched
+    and built on the CPU, as PyG's). Everything else goes to pyg_dist's loader and ``DataLoader``
+    (``batch_size``, ``shuffle``, ``drop_last``, ``num_workers``, ``seed``, ``rpc_timeout`` ...).
+    """
+
+    def __init__(self, data, num_neighbors, master_addr: Optional[str], master_port, current_ctx,
+                 input_nodes=None, input_time=None, dist_sampler=None, replace: bool = False,
+                 subgraph_type: str = "directional", disjoint: bool = False, temporal_strategy: str = "uniform",
+                 time_attr: Optional[str] = None, transform: Optional[Callable] = None, concurrency: int = 1,
+                 num_rpc_threads: int = 16, filter_per_worker: Optional[bool] = False, async_sampling: bool = True,
+                 device=None, **kwargs):
+        fs, gs, extra = _begin(self, data, current_ctx, master_addr, master_port, num_rpc_threads, dist_sampler,
+                               async_sampling, kwargs)
+        super().__init__((fs, gs), num_neighbors, input_nodes=input_nodes, input_time=input_time, replace=replace,
+                         subgraph_type=subgraph_type, disjoint=disjoint, temporal_strategy=temporal_strategy,
+                         time_attr=time_attr_of(gs, time_attr), filter_per_worker=filter_per_worker,
+                         concurrency=concurrency, **extra, **kwargs)
+        self.transform = WithLabels(fs, self.input_data.input_type, transform)
+
+    def __repr__(self) -> str:
+        return DistLoader.__repr__(self)
+
+
+class DistLinkNeighborLoader(dist_link_loader.DistLinkNeighborLoader, DistLoader):
+    """PyG's ``DistLinkNeighborLoader(data, num_neighbors, master_addr, master_port, current_ctx, ...)``.
+
+    Arguments as PyG's (``edge_label_index`` is this rank's own seed edges, ``edge_label``,
+    ``edge_label_time``, ``neg_sampling``, ``neg_sampling_ratio`` ...) and as
+    :class:`DistNeighborLoader` for the rest.
+    """
+
+    def __init__(self, data, num_neighbors, master_addr: Optional[str], master_port, current_ctx,
+                 edge_label_index=None, edge_label=None, edge_label_time=None, dist_sampler=None,
+                 replace: bool = False, subgraph_type: str = "directional", disjoint: bool = False,
+                 temporal_strategy: str = "uniform", neg_sampling=None, neg_sampling_ratio=None,
+                 time_attr: Optional[str] = None, transform: Optional[Callable] = None, concurrency: int = 1,
+                 num_rpc_threads: int = 16, filter_per_worker: Optional[bool] = False, async_sampling: bool = True,
+                 device=None, **kwargs):
+        if (edge_label_time is not None) != (time_attr is not None):
+            raise InvalidArgumentError(type(self).__name__, "edge_label_time", edge_label_time,
+                                       "given together with time_attr (both for temporal sampling, or neither)")
+        fs, gs, extra = _begin(self, data, current_ctx, master_addr, master_port, num_rpc_threads, dist_sampler,
+                               async_sampling, kwargs)
+        super().__init__((fs, gs), num_neighbors, edge_label_index=edge_label_index, edge_label=edge_label,
+                         edge_label_time=edge_label_time, replace=replace, subgraph_type=subgraph_type,
+                         disjoint=disjoint, temporal_strategy=temporal_strategy, neg_sampling=neg_sampling,
+                         neg_sampling_ratio=neg_sampling_ratio, time_attr=time_attr_of(gs, time_attr),
+                         filter_per_worker=filter_per_worker, concurrency=concurrency, **extra, **kwargs)
+        self.transform = WithLabels(fs, self.input_data.input_type, transform)
+
+    def __repr__(self) -> str:
+        return DistLoader.__repr__(self)
+
+
+__all__ = ["DistLoader", "DistNeighborLoader", "DistLinkNeighborLoader", "WithLabels"]
