@@ -162,3 +162,36 @@ def test_pyg_compat_workflow_under_torchrun(tmp_path, dataset, workers):
     lines, acc = _test_acc(proc)
     assert len([ln for ln in lines if ln.startswith("epoch=")]) == 2
     assert acc > 0.4                                            # 8 classes: chance 0.125
+
+
+@pytest.mark.timeout(300)
+def test_tma_node_classification_rounds_and_ddp_baseline(tmp_path):
+    data = pyg_dist.synthetic_graph(2000, 8, seed=0)
+    for method in ("random", "metis"):
+        Partitioner(data, 2, method=method).save(tmp_path / method, progress=False)
+    proc = _torchrun("tma_node_classification.py", "--partition-dir", str(tmp_path / "random"),
+                     "--interval-steps", "5", "--max-steps", "20", "--batch-size", "64")
+    lines, acc = _test_acc(proc)
+    rounds = [ln for ln in lines if ln.startswith("tma round=")]
+    assert [int(re.match(r"tma round=(\d+)", ln).group(1)) for ln in rounds] == [1, 2, 3, 4]
+    stats = [ln for ln in lines if ln.startswith("stats=")][0]
+    assert '"syncs": 4' in stats and '"steps": [20, 20]' in stats
+    assert acc > 0.4                                            # 8 classes: chance 0.125
+    proc = _torchrun("tma_node_classification.py", "--partition-dir", str(tmp_path / "metis"), "--mode", "ddp",
+                     "--total-time", "3", "--batch-size", "64")
+    lines, acc = _test_acc(proc)
+    assert acc > 0.4 and any(ln.startswith("ddp steps=") for ln in lines)
+
+
+@pytest.mark.timeout(300)
+def test_tma_link_prediction_prepares_and_reports_mrr(tmp_path):
+    folder = str(tmp_path / "lp")
+    done = subprocess.run([sys.executable, str(EXAMPLES / "tma_link_prediction.py"), "--prepare", "--partition-dir",
+                           folder, "--num-nodes", "2000"], capture_output=True, text=True, timeout=120, env=_env())
+    assert done.returncode == 0, done.stderr[-3000:]
+    proc = _torchrun("tma_link_prediction.py", "--partition-dir", folder, "--interval-steps", "5", "--max-steps", "15",
+                     "--batch-size", "256")
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-5000:])
+    last = proc.stdout.strip().splitlines()[-1]
+    match = re.fullmatch(r"test_mrr=([0-9.]+)", last)
+    assert match and float(match.group(1)) > 2 / 101            # far above a random ranking (~0.05)
