@@ -14,6 +14,7 @@ the best-validation model's test metric (rank 0 scores aggregated models on the 
 one table: test metric, synchronisations, MB sent per trainer, steps per trainer, total steps/s.
 
     python scripts/bench_tma.py [--seconds 15] [--interval 1] [--repeats 1] [--num-nodes 20000]
+                                [--only cora,generator,link]
 """
 from __future__ import annotations
 
@@ -72,9 +73,11 @@ def node_jobs(args, out: Path):
     from pyg_dist.datasets import shared_data_root
     graphs = []
     cora = shared_data_root() / "planetoid"
-    if (cora / "Cora" / "raw").is_dir():
+    if "cora" in args.only and (cora / "Cora" / "raw").is_dir():
         graphs.append(("Cora", pyg_dist.load_planetoid("cora", cora), 32))
-    graphs.append((f"generator {args.num_nodes // 1000}k", pyg_dist.synthetic_graph(args.num_nodes, 10, seed=0), 256))
+    if "generator" in args.only:
+        graphs.append((f"generator {args.num_nodes // 1000}k", pyg_dist.synthetic_graph(args.num_nodes, 10, seed=0),
+                       256))
     for name, data, batch in graphs:
         for world in (2, 4):
             for mode, method, label in MODES:
@@ -84,6 +87,8 @@ def node_jobs(args, out: Path):
 
 
 def link_jobs(args, out: Path):
+    if "link" not in args.only:
+        return
     for mode, method, label in MODES:
         folder = str(out / f"lp-{method}-2")
         if not Path(folder, "META.json").is_file():
@@ -100,6 +105,7 @@ def main() -> None:
     p.add_argument("--interval", type=float, default=1.0)
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--num-nodes", type=int, default=20000)
+    p.add_argument("--only", default="cora,generator,link", help="which of cora, generator, link to run")
     p.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "pyg_dist_bench_tma"))
     args = p.parse_args()
     out = Path(args.out)
