@@ -195,3 +195,16 @@ def test_tma_link_prediction_prepares_and_reports_mrr(tmp_path):
     last = proc.stdout.strip().splitlines()[-1]
     match = re.fullmatch(r"test_mrr=([0-9.]+)", last)
     assert match and float(match.group(1)) > 2 / 101            # far above a random ranking (~0.05)
+
+
+@pytest.mark.timeout(300)
+def test_embedding_node_classification_learns_without_features(tmp_path):
+    Partitioner(pyg_dist.synthetic_graph(1500, 8, seed=0), 2).save(tmp_path / "p", progress=False)
+    args = ("--partition-dir", str(tmp_path / "p"), "--epochs", "8", "--batch-size", "128", "--dim", "16")
+    proc = _torchrun("embedding_node_classification.py", *args)
+    lines, acc = _test_acc(proc)
+    assert len([ln for ln in lines if ln.startswith("epoch=")]) == 8
+    assert acc > 0.3                                            # featureless, 8 classes: chance 0.125
+    single = subprocess.run([sys.executable, str(EXAMPLES / "embedding_node_classification.py"), *args, "--single",
+                             "--quiet"], capture_output=True, text=True, timeout=240, env=_env())
+    assert _test_acc(single)[1] > 0.3

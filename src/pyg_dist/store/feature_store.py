@@ -272,6 +272,23 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
             out.extend(GlobalTensorAttr(public, name) for name in sorted(cols))
         return out
 
+    def add_learnable(self, group, name: str, rows: Tensor) -> None:
+        """Adds a learnable column (a :class:`~pyg_dist.embedding.DistEmbedding` table): ``rows`` of the
+        ids this partition owns, updated in place by its optimizer; lookups serve it like any attribute.
+
+        Raises:
+            InvalidArgumentError: an existing attribute name, or not one row per owned id.
+        """
+        where = f"{_WHERE}.add_learnable"
+        key = self._group("add_learnable", group, True)
+        if not isinstance(name, str) or name in self._cols[key]:
+            raise InvalidArgumentError(where, "name", name, f"a new attribute name (taken: {sorted(self._cols[key])})")
+        owned = self.book.owned_ids(key, self.partition).numel()
+        if not isinstance(rows, Tensor) or rows.dim() != 2 or rows.size(0) != owned:
+            raise InvalidArgumentError(where, "rows", getattr(rows, "shape", rows), f"a [{owned}, dim] tensor (one row "
+                                       "per owned id)")
+        self._cols[key][name] = rows
+
     def _put_tensor(self, tensor, attr) -> bool:
         raise PyGDistError(f"{_WHERE} is read-only: its tensors come from the partition folder; "
                            "partition the graph again to change attributes")
