@@ -23,6 +23,7 @@ TESTS=(
     tests/sampler/test_dist_sampler.py           # distributed sampler, one process
     tests/sampler/test_dist_sampler_world.py     # distributed sampling in spawned worlds
     tests/loader/test_loader_node.py             # one loader (num_workers 0 and 2)
+    tests/embedding/test_embedding_world.py      # sparse optimizers' torch update path vs torch.optim
 )
 
 rm -rf "$VENV"
