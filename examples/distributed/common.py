@@ -27,6 +27,18 @@ class GraphSAGE(torch.nn.Module):
         return x
 
 
+class LinkModel(torch.nn.Module):
+    """GraphSAGE embeddings with a dot-product decoder: one logit per ``edge_label_index`` pair."""
+
+    def __init__(self, in_dim: int, hidden: int, num_layers: int):
+        super().__init__()
+        self.encoder = GraphSAGE(in_dim, hidden, hidden, num_layers)
+
+    def forward(self, x, edge_index, edge_label_index):
+        h = self.encoder(x, edge_index)
+        return (h[edge_label_index[0]] * h[edge_label_index[1]]).sum(-1)
+
+
 def fanouts(text: str) -> List[int]:
     try:
         values = [int(v) for v in text.split(",")]

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.sampler import NegativeSampling
 
-from common import GraphSAGE, base_parser, check_args, print0, set_loss, setup, steps
+from common import LinkModel, base_parser, check_args, print0, set_loss, setup, steps
 from pyg_dist import DistLinkNeighborLoader, InvalidArgumentError, TrainConfig, dist_session, wrap_ddp
 from pyg_dist.entry import run_main
 from pyg_dist.partition import read_meta
@@ -40,16 +40,6 @@ def check_folder(script: str, partition_dir: str, temporal: bool):
         raise InvalidArgumentError(script, "--partition-dir", partition_dir,
                                    "a folder with edge_time (partition with --edge-time)")
     return meta
-
-
-class LinkModel(torch.nn.Module):
-    def __init__(self, in_dim: int, hidden: int, num_layers: int):
-        super().__init__()
-        self.encoder = GraphSAGE(in_dim, hidden, hidden, num_layers)
-
-    def forward(self, x, edge_index, edge_label_index):
-        h = self.encoder(x, edge_index)
-        return (h[edge_label_index[0]] * h[edge_label_index[1]]).sum(-1)
 
 
 def run_epoch(model, loader, env, optimizer=None, max_steps=0, desc="", quiet=True):

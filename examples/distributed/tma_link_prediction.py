@@ -23,22 +23,12 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.sampler import NegativeSampling
 
-from common import GraphSAGE, setup
+from common import LinkModel, setup
 from pyg_dist.entry import run_main
 from pyg_dist.partition import read_meta
 from tma_common import Task, parser, report, run_ddp_mode, run_tma_mode
 
 NEGATIVES = 100
-
-
-class LinkModel(torch.nn.Module):
-    def __init__(self, in_dim: int, hidden: int, num_layers: int):
-        super().__init__()
-        self.encoder = GraphSAGE(in_dim, hidden, hidden, num_layers)
-
-    def forward(self, x, edge_index, edge_label_index):
-        h = self.encoder(x, edge_index)
-        return (h[edge_label_index[0]] * h[edge_label_index[1]]).sum(-1)
 
 
 def loss(model, batch):
