@@ -32,6 +32,12 @@ def _oracle_rank(rank, world, root, opt_name, steps, types):
         opt = (SparseAdam if opt_name == "adam" else SparseAdagrad)([emb], lr=LR, sync=True)
         owned = {t: env.feature_store.book.owned_ids(t, env.ctx.partition) for t in emb.tables}
         before = {t: r.clone() for t, r in emb.tables.items()}
+        if len(types) > 1:                                                   # a batch's n_id_dict at once
+            probe = {t: torch.arange(0, env.meta.num_nodes[t], 3) for t in types}
+            with torch.no_grad():
+                both = emb(probe)
+                assert all(torch.equal(both[t], emb(probe[t], t)) for t in types)
+            emb.take_grads()
         for step in range(steps):
             loss = 0
             for t in types:
