@@ -195,6 +195,32 @@ def teardown(ok: bool, timeout: float = 60.0) -> None:
         LOG.warning("teardown after a failure: %s", err)
 
 
+def _open_everywhere(config: TrainConfig, ctx: DistContext):
+    """Opens this rank's partition (every check of :mod:`pyg_dist.store.folder`); one ``all_gather`` then
+    tells every rank whether any rank failed, so a bad file on one machine stops all of them now, before
+    RPC, instead of leaving the others to time out in the rendezvous."""
+    import torch.distributed as dist
+
+    from pyg_dist.errors import PartitionFormatError
+    from pyg_dist.store import load_stores
+
+    stores, problem = None, None
+    try:
+        stores = load_stores(config.partition_dir, ctx=ctx, mmap=config.mmap)
+    except PyGDistError as exc:
+        problem = exc
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        every: list = [None] * dist.get_world_size()
+        dist.all_gather_object(every, None if problem is None else f"{type(problem).__name__}: {problem}")
+        bad = [(rank, text) for rank, text in enumerate(every) if text]
+        if bad and problem is None:
+            rank, text = bad[0]
+            raise PartitionFormatError(config.partition_dir, f"rank {rank} could not open its partition: {text}")
+    if problem is not None:
+        raise problem
+    return stores
+
+
 @contextlib.contextmanager
 def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
     """Starts this rank's part of a distributed run; tears it down in ``finally`` (see module doc).
@@ -205,7 +231,6 @@ def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
     """
     from pyg_dist import rpc
     from pyg_dist.partition import read_meta
-    from pyg_dist.store import load_stores
 
     if not isinstance(config, TrainConfig):
         raise InvalidArgumentError("dist_session", "config", config, "a pyg_dist.train.TrainConfig")
@@ -216,7 +241,7 @@ def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
     ok = False
     try:
         init_process_group(ctx, backend, config.timeout)
-        graph_store, feature_store = load_stores(config.partition_dir, ctx=ctx, mmap=config.mmap)
+        graph_store, feature_store = _open_everywhere(config, ctx)
         env = DistEnv(config, ctx, _device(ctx, backend), graph_store, feature_store)
         if ctx.joins_rpc:
             serve_partition(graph_store, feature_store)

@@ -49,6 +49,11 @@ def edge_feats_path(root, part: int) -> Path:
     return part_dir(root, part) / "edge_feats.pt"
 
 
+def part_stamp_path(root, part: int) -> Path:
+    """``part_<part>/pyg_dist.json``: the folder's fingerprint and this partition's item counts."""
+    return part_dir(root, part) / "pyg_dist.json"
+
+
 def node_map_path(root, ntype: NodeType, is_hetero: bool) -> Path:
     """Node id -> partition map of ``ntype``: ``node_map/<ntype>.pt`` (hetero) or ``node_map.pt``."""
     return Path(root) / "node_map" / f"{ntype}.pt" if is_hetero else Path(root) / "node_map.pt"

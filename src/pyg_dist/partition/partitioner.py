@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import shutil
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
@@ -15,7 +16,7 @@ from pyg_dist.partition import meta as M
 from pyg_dist.partition.renumber import relabel
 from pyg_dist.partition.report import folder_bytes, format_report, quality_stats
 from pyg_dist.partition.source import WEIGHT, TypedGraph, typed_graph
-from pyg_dist.partition.writer import finalize_output, prepare_output, write_maps, write_parts
+from pyg_dist.partition.writer import finalize_output, prepare_output, write_maps, write_parts, write_stamps
 
 _WHERE = "Partitioner"
 #: Values of ``method``; ``hybrid`` takes node ownership from ``base_method``.
@@ -130,13 +131,15 @@ class Partitioner:
             del parts, subs
             clock.start("write")
             write_parts(tmp, g, nodes, edges, c.num_parts, c.method == "hybrid", progress)
+            fingerprint = uuid.uuid4().hex
+            write_stamps(tmp, fingerprint, nodes, edges, c.num_parts, c.method == "hybrid")
             write_maps(tmp, g, nodes, edges, c.num_parts)
             clock.start("stats")
             stats = quality_stats(g, nodes, edges, c.num_parts, names, weights)
             stats["bytes_per_part"] = [folder_bytes(M.part_dir(tmp, p)) for p in range(c.num_parts)]
             clock.start("meta")
             stats["seconds"], stats["cpu_seconds"] = clock.seconds, clock.cpu_seconds
-            M.write_meta(tmp, self._meta(tmp, nodes, edges, used, stats))
+            M.write_meta(tmp, self._meta(tmp, nodes, edges, used, stats, fingerprint))
             finalize_output(tmp, out)
             clock.start(None)
         except BaseException:
@@ -148,10 +151,11 @@ class Partitioner:
             print(format_report(stats))
         return stats
 
-    def _meta(self, root, nodes, edges, names: List[str], stats) -> M.PartitionMeta:
+    def _meta(self, root, nodes, edges, names: List[str], stats, fingerprint: str) -> M.PartitionMeta:
         g, c = self.graph, self.config
         extra = {
-            "seed": c.seed, "ufactor": c.ufactor, "num_clusters": c.num_clusters, "constraints": names,
+            "fingerprint": fingerprint, "seed": c.seed, "ufactor": c.ufactor, "num_clusters": c.num_clusters,
+            "constraints": names,
             "within_dst_order": {"__".join(et): eo.within_dst for et, eo in edges.items()},
             "node_feat_keys": {t: sorted(a) for t, a in g.node_attrs.items()},
             "edge_feat_keys": {"__".join(et): sorted(a) for et, a in g.edge_attrs.items()},

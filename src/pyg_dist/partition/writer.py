@@ -140,6 +140,19 @@ def write_parts(root: Path, g: TypedGraph, nodes: Dict[NodeType, NodeOrder],
             job.result()  # re-raises a failed write here
 
 
+def write_stamps(root: Path, fingerprint: str, nodes: Dict[NodeType, NodeOrder], edges: Dict[EdgeType, EdgeOrder],
+                 num_parts: int, hybrid: bool) -> None:
+    """``part_<i>/pyg_dist.json``: the folder's fingerprint, the partition index and its item counts (owned
+    nodes per type, ``graph.pt`` edges per type), so a part copied from another partitioning is caught."""
+    import json
+    for p in range(num_parts):
+        stamp = {"fingerprint": fingerprint, "part": p,
+                 "nodes": {t: int(no.bounds[p + 1] - no.bounds[p]) for t, no in nodes.items()},
+                 "graph_edges": {M.edge_type_str(et): int(eo.row.numel() if hybrid else eo.bounds[p + 1]
+                                                          - eo.bounds[p]) for et, eo in edges.items()}}
+        M.part_stamp_path(root, p).write_text(json.dumps(stamp))
+
+
 def write_maps(root: Path, g: TypedGraph, nodes: Dict[NodeType, NodeOrder],
                edges: Dict[EdgeType, EdgeOrder], num_parts: int) -> None:
     """``node_map`` / ``edge_map`` (id -> partition, PyG layout), original ids and full node time."""

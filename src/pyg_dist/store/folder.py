@@ -46,7 +46,8 @@ def resolve_part(where: str, meta: M.PartitionMeta, part: Optional[int], ctx) ->
 
 
 def check_files(meta: M.PartitionMeta) -> None:
-    """Every partition's graph and node files exist (edge files too in pyg_dist folders)."""
+    """Every partition's graph and node files exist (edge files too in pyg_dist folders), and every part
+    of a fingerprinted pyg_dist folder comes from the same partitioning, with META's counts."""
     for p in range(meta.num_parts):
         paths = [M.graph_path(meta.root, p), M.node_feats_path(meta.root, p)]
         if meta.is_native:
@@ -54,6 +55,36 @@ def check_files(meta: M.PartitionMeta) -> None:
         for path in paths:
             if not path.is_file():
                 raise PartitionFormatError(path, "file is missing (incomplete copy of the partition folder?)")
+        if meta.is_native and meta.extra.get("fingerprint"):
+            check_stamp(meta, p)
+
+
+def graph_edges(meta: M.PartitionMeta, et, part: int) -> int:
+    """Edges of ``et`` in partition ``part``'s ``graph.pt``: all of them (hybrid) or its owned ones."""
+    if meta.hybrid:
+        return meta.num_edges[et]
+    b = meta.edge_bounds[et]
+    return int(b[part + 1] - b[part])
+
+
+def check_stamp(meta: M.PartitionMeta, part: int) -> None:
+    """``part_<part>/pyg_dist.json`` names META's fingerprint and partition and META's counts."""
+    import json
+    path = M.part_stamp_path(meta.root, part)
+    try:
+        stamp = json.loads(path.read_text())
+        fp, idx, nodes, edges = stamp["fingerprint"], stamp["part"], stamp["nodes"], stamp["graph_edges"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise PartitionFormatError(path, f"missing or unreadable partition stamp ({type(e).__name__}: {e})") from None
+    if fp != meta.extra["fingerprint"] or idx != part:
+        raise PartitionFormatError(path, f"part_{part} comes from another partitioning (fingerprint {fp}, part {idx}; "
+                                   f"META.json: {meta.extra['fingerprint']}, part {part}): do not mix partition "
+                                   "folders, copy the whole folder again")
+    want_nodes = {t: int(meta.node_bounds[t][part + 1] - meta.node_bounds[t][part]) for t in meta.node_types}
+    want_edges = {M.edge_type_str(e): graph_edges(meta, e, part) for e in meta.edge_types}
+    if nodes != want_nodes or edges != want_edges:
+        raise PartitionFormatError(path, f"counts {nodes} / {edges} disagree with META.json's {want_nodes} / "
+                                   f"{want_edges}")
 
 
 def _rows(path, what: str, tensor, expected: int) -> None:
@@ -85,6 +116,9 @@ def check_sizes(pd: PartitionData) -> None:
             _rows(efile, f"attribute {name!r} of {e!r}", value, n)
         _rows(efile, f"edge_time of {e!r}", ef.edge_time, n)
     for e, g in pd.graph.items():
+        if meta.is_native and g.row.numel() != graph_edges(meta, e, p):
+            raise PartitionFormatError(gfile, f"holds {g.row.numel()} edges of {e!r}; META.json's bounds say "
+                                       f"{graph_edges(meta, e, p)} (a file from another partitioning?)")
         if g.colptr.numel() != g.dst_end - g.dst_start + 1 or int(g.colptr[-1]) != g.row.numel() \
                 or g.edge_id.numel() != g.row.numel():
             raise PartitionFormatError(gfile, f"CSC of {e!r} is inconsistent: colptr {g.colptr.numel()} for "
