@@ -178,6 +178,13 @@ def test_event_loop_timeouts_restart_and_deadlock_guard():
         rpc.run_coroutine(asyncio.sleep(0), timeout=-1)
 
 
+def test_a_remote_timeout_keeps_its_op_partition_and_rank():
+    async def remote_call_timed_out():
+        raise RpcTimeoutError("remote call 'pyg_dist.one_hop' to partition 1 (rpc rank 1) timed out after 60 s")
+    with pytest.raises(RpcTimeoutError, match=r"one_hop.*partition 1 \(rpc rank 1\)"):
+        rpc.run_coroutine(remote_call_timed_out(), timeout=30)      # not "coroutine did not finish"
+
+
 def test_wrap_torch_future_completes_from_another_thread():
     fut = torch.futures.Future()
 

@@ -98,6 +98,8 @@ def run_coroutine(coro: Coroutine[Any, Any, Any], timeout: float) -> Any:
     try:
         return fut.result(timeout)
     except concurrent.futures.TimeoutError:
+        if fut.done() and not fut.cancelled():
+            raise  # the coroutine's own timeout (an RpcTimeoutError naming op, partition and rank): keep it
         fut.cancel()
         raise RpcTimeoutError(f"coroutine did not finish within {timeout:g} s (cancelled)") from None
 
