@@ -118,3 +118,17 @@ def test_pyg_readers_load_our_folder(tmp_path, data):
     assert torch.equal(ei[0], ours.graph[("_N", "_E", "_N")].row)
     x = fs.get_tensor(group_name=None, attr_name="x", index=None)
     assert torch.equal(x, ours.node_feats["_N"].feats["x"])
+
+
+def test_non_finite_features_are_refused_unless_allowed(tmp_path, caplog):
+    import pyg_dist
+    from pyg_dist.errors import InvalidArgumentError
+    from pyg_dist.partition import Partitioner
+    data = pyg_dist.synthetic_graph(100, 4, seed=1)
+    data.x[7, 2] = float("nan")
+    data.x[9, 0] = float("inf")
+    with pytest.raises(InvalidArgumentError, match=r"x.*2 rows with NaN/inf.*\[7, 9\]"):
+        Partitioner(data, 2)
+    with caplog.at_level("WARNING", logger="pyg_dist"):
+        Partitioner(data, 2, allow_nonfinite=True).save(tmp_path / "p", progress=False)
+    assert "non-finite" in caplog.text

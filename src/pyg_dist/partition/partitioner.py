@@ -1,6 +1,7 @@
 """The :class:`Partitioner`: assign, relabel, write, report."""
 from __future__ import annotations
 
+import logging
 import shutil
 import time
 import uuid
@@ -15,10 +16,11 @@ from pyg_dist.partition import assign
 from pyg_dist.partition import meta as M
 from pyg_dist.partition.renumber import relabel
 from pyg_dist.partition.report import folder_bytes, format_report, quality_stats
-from pyg_dist.partition.source import WEIGHT, TypedGraph, typed_graph
+from pyg_dist.partition.source import WEIGHT, TypedGraph, check_finite, typed_graph
 from pyg_dist.partition.writer import finalize_output, prepare_output, write_maps, write_parts, write_stamps
 
 _WHERE = "Partitioner"
+LOG = logging.getLogger("pyg_dist")
 #: Values of ``method``; ``hybrid`` takes node ownership from ``base_method``.
 METHODS = ("metis", "random", "supernode", "hybrid")
 
@@ -74,6 +76,8 @@ class Partitioner:
         seed: Seed of every random choice, METIS' included.
         ufactor: METIS' allowed imbalance per constraint, in thousandths (30 = 3 %).
         balance: Balance METIS on node count, train/val/test counts and in-degree (else nodes only).
+        allow_nonfinite: Keep floating attributes with NaN / inf (reported as a warning); by default
+            they are an ``InvalidArgumentError`` naming the attribute and rows.
         recursive: METIS by multilevel recursive bisection instead of k-way (``metis`` and ``hybrid``).
 
     Example:
@@ -86,10 +90,14 @@ class Partitioner:
 
     def __init__(self, data, num_parts: int, method: str = "metis", *, base_method: str = "metis",
                  sub_parts: int = 1, num_clusters: Optional[int] = None, seed: int = 0, ufactor: int = 30,
-                 balance: bool = True, recursive: bool = False):
+                 balance: bool = True, recursive: bool = False, allow_nonfinite: bool = False):
         self.config = PartitionConfig(num_parts, method, base_method, sub_parts, num_clusters, seed,
                                       ufactor, balance, recursive)
+        if not isinstance(allow_nonfinite, bool):
+            raise InvalidArgumentError(_WHERE, "allow_nonfinite", allow_nonfinite, "a bool")
         self.graph: TypedGraph = typed_graph(data)
+        for line in check_finite(self.graph, allow_nonfinite):
+            LOG.warning("Partitioner keeps non-finite values: %s", line)
         total = self.graph.total_nodes()
         if num_parts * sub_parts > total:
             raise InvalidArgumentError(_WHERE, "num_parts", num_parts,

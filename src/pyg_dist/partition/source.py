@@ -117,6 +117,34 @@ def typed_graph(data) -> TypedGraph:
     return g
 
 
+def check_finite(g: TypedGraph, allow: bool) -> List[str]:
+    """Finds NaN / inf in floating node and edge attributes; raises unless ``allow`` (then reports them).
+
+    Returns:
+        One line per attribute with non-finite values (empty when all are finite).
+
+    Raises:
+        InvalidArgumentError: naming the first such attribute, its count and a few rows, unless ``allow``.
+    """
+    found = []
+    groups = list(g.node_attrs.items()) + list(g.edge_attrs.items())
+    for group, attrs in groups:
+        for key, value in attrs.items():
+            if not value.is_floating_point():
+                continue
+            if not value.numel():
+                continue
+            bad = ~torch.isfinite(value.reshape(value.size(0), -1)).all(1)
+            if bool(bad.any()):
+                rows = bad.nonzero().view(-1)
+                line = f"data[{group!r}].{key}: {rows.numel()} rows with NaN/inf (e.g. rows {rows[:5].tolist()})"
+                if not allow:
+                    raise InvalidArgumentError(_WHERE, f"data[{group!r}].{key}", line, "finite values (or "
+                                               "allow_nonfinite=True / --allow-nonfinite to keep them)")
+                found.append(line)
+    return found
+
+
 def _check_edge_index(etype: EdgeType, store, num_nodes: Dict[NodeType, int]) -> Tensor:
     name = f"data[{etype!r}].edge_index" if etype != HOMO_EDGE else "data.edge_index"
     ei = store.get("edge_index") if hasattr(store, "get") else getattr(store, "edge_index", None)
