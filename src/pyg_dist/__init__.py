@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from pyg_dist.datasets.registry import load_dataset
     from pyg_dist.datasets.synthetic import synthetic_graph
     from pyg_dist.errors import (
+        DataFileError,
         InvalidArgumentError,
         MissingDependencyError,
         NotInitializedError,
@@ -74,6 +75,7 @@ _LAZY = {
     "PyGDistError": "pyg_dist.errors",
     "InvalidArgumentError": "pyg_dist.errors",
     "PartitionFormatError": "pyg_dist.errors",
+    "DataFileError": "pyg_dist.errors",
     "RemoteCallError": "pyg_dist.errors",
     "NotInitializedError": "pyg_dist.errors",
     "RpcTimeoutError": "pyg_dist.errors",

@@ -27,6 +27,14 @@ class PartitionFormatError(PyGDistError, ValueError):
         super().__init__(f"partition format error in '{path}': {problem}")
 
 
+class DataFileError(PyGDistError, ValueError):
+    """An input data file (not a partition folder) is corrupt or refers to code it must not run."""
+
+    def __init__(self, path: Any, problem: str):
+        self.path, self.problem = str(path), problem
+        super().__init__(f"data file error in '{path}': {problem}")
+
+
 class RemoteCallError(PyGDistError, RuntimeError):
     """A remote call failed on its callee; carries the op, partition, rank and remote traceback."""
 

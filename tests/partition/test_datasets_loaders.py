@@ -157,3 +157,21 @@ def test_registry_planetoid():
     data = load_dataset("cora", root)
     assert data.num_nodes == 2708 and int(data.train_mask.sum()) == 140
     assert load_dataset("cora", root, undirected=True).edge_index.size(1) == data.edge_index.size(1) == 10556
+
+
+def test_a_crafted_planetoid_pickle_is_refused_before_any_code_runs(tmp_path):
+    import shutil
+
+    from pyg_dist.datasets.planetoid import load_planetoid
+    from pyg_dist.errors import DataFileError
+    root = shared_data_root() / "planetoid"
+    if not (root / "Cora" / "raw").is_dir():
+        pytest.skip(f"Cora raw files not found under {root}")
+    shutil.copytree(root / "Cora" / "raw", tmp_path / "Cora" / "raw")
+    marker = tmp_path / "ran"
+    payload = f"cos\nsystem\n(S'touch {marker}'\ntR.".encode()        # pickle protocol 0: os.system(...)
+    (tmp_path / "Cora" / "raw" / "ind.cora.x").write_bytes(payload)
+    with pytest.raises(DataFileError, match=r"ind\.cora\.x.*os\.system"):
+        load_planetoid("cora", tmp_path)
+    assert not marker.exists()                                          # nothing of the file was run
+    assert load_planetoid("cora", root).num_nodes == 2708              # the real files pass the check

@@ -31,7 +31,8 @@ def load_planetoid(name: str, root: Union[str, Path, None] = None):
     """Loads a Planetoid graph from raw files already on disk (no download).
 
     PyG's ``Planetoid`` writes ``processed/`` next to ``raw/``; this copies the raw folder to a
-    temporary directory first, so a read-only or shared input stays untouched.
+    temporary directory first, so a read-only or shared input stays untouched. The raw pickles are
+    checked with a restricted unpickler first (:mod:`pyg_dist.datasets.safe_pickle`).
 
     Args:
         name: ``"cora"``, ``"citeseer"`` or ``"pubmed"`` (any case).
@@ -59,5 +60,7 @@ def load_planetoid(name: str, root: Union[str, Path, None] = None):
                                    f"files for {canonical!r} found there)")
     with tempfile.TemporaryDirectory(prefix="pyg_dist_planetoid_") as tmp:
         shutil.copytree(raw, Path(tmp) / canonical / "raw")
+        from pyg_dist.datasets.safe_pickle import check_planetoid_raw
+        check_planetoid_raw(Path(tmp) / canonical / "raw")  # the copy PyG will read: no code runs on a crafted file
         data = Planetoid(tmp, canonical)[0]
     return data
