@@ -34,11 +34,27 @@ def rpc_port(ctx: DistContext) -> int:
     return ctx.rpc_port
 
 
+def _listen_on(addr: str, port: int):
+    """A listening socket bound to ``addr`` only (the interface that reaches it), never all interfaces."""
+    import socket
+    family, kind, proto, _, sockaddr = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(sockaddr)
+    sock.listen(1024)
+    return sock
+
+
 def _new_store(ctx: DistContext, is_master: bool, timeout: float):
+    """The rendezvous store on ``master_addr:rpc_port``; its server (``is_master``) listens on
+    ``master_addr``'s interface only (returns ``(store, socket)`` then, the socket kept open with it)."""
     import torch.distributed as dist
 
-    return dist.TCPStore(ctx.master_addr, rpc_port(ctx), None, is_master=is_master,
-                         timeout=timedelta(seconds=timeout), wait_for_workers=False, multi_tenant=True)
+    sock = _listen_on(ctx.master_addr, rpc_port(ctx)) if is_master else None
+    store = dist.TCPStore(ctx.master_addr, rpc_port(ctx), None, is_master=is_master,
+                          timeout=timedelta(seconds=timeout), wait_for_workers=False, multi_tenant=True,
+                          master_listen_fd=sock.fileno() if sock is not None else None)
+    return (store, sock) if is_master else store
 
 
 def is_hosting(ctx: DistContext) -> bool:
@@ -106,7 +122,7 @@ def report_left_or_linger(ctx: DistContext, timeout: float) -> Optional[str]:
         if not ctx.hosts_rpc_store:
             _new_store(ctx, False, timeout).add(_LEFT_KEY, 1)
             return None
-        store = _HOSTED[(os.getpid(), rpc_port(ctx))]
+        store, _ = _HOSTED[(os.getpid(), rpc_port(ctx))]
         deadline = time.monotonic() + timeout
         while store.add(_LEFT_KEY, 0) < ctx.rpc_world_size - 1:
             if time.monotonic() > deadline:
