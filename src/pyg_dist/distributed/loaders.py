@@ -42,6 +42,24 @@ class WithLabels:
         return data if self.transform is None else self.transform(data)
 
 
+def _serves(fs) -> bool:
+    """Whether this process already answers lookups for ``fs``'s folder and partition."""
+    from pyg_dist import rpc
+    from pyg_dist.rpc.callees import lookup as registered
+    from pyg_dist.store.lookup import LOOKUP_OP
+    if LOOKUP_OP not in rpc.registered_callees():
+        return False
+    old = getattr(registered(LOOKUP_OP), "__self__", None)
+    return old is fs or (old is not None and (old.partition_meta.root, old.partition)
+                         == (fs.partition_meta.root, fs.partition))
+
+
+def _barrier() -> None:
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+
+
 def _leave_rpc() -> None:
     from pyg_dist import rpc
     if rpc.is_initialized():
@@ -78,7 +96,9 @@ class DistLoader:
         from pyg_dist.sampler.dist_neighbor import serve_partition
         where = type(self).__name__
         if self.num_workers == 0 and rpc.is_initialized():
-            serve_partition(gs, fs)  # this loader's stores answer the peers from now on
+            if not _serves(fs):
+                _barrier()  # peers may still sample the old stores through us: switch only when all arrive
+                serve_partition(gs, fs)  # this loader's stores answer the peers from now on
             return rpc.current_context()
         ctx = native_context(where, self.current_ctx, gs.num_partitions, self.master_addr, self.master_port,
                              self.num_workers)
