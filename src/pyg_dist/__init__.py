@@ -1,7 +1,9 @@
 """pyg_dist: distributed mini-batch GNN training for PyTorch Geometric.
 
 The pipeline, one package per stage: ``partition/`` (offline, folders) -> ``store/`` (one partition
-per process) -> ``rpc/`` (the runtime) -> ``sampler/`` -> ``loader/`` -> ``train`` (torchrun + DDP).
+per process) -> ``rpc/`` (the runtime) -> ``sampler/`` -> ``loader/`` -> ``train`` (torchrun + DDP); beside
+them ``tma/`` (time-based model aggregation), ``embedding/`` (learnable partitioned rows) and
+``distributed/`` (``torch_geometric.distributed``'s API, for migration).
 
 The public names below are imported on first use, so ``import pyg_dist`` stays cheap and free of side
 effects; the ``TYPE_CHECKING`` block makes them visible to IDEs and type checkers.
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     from pyg_dist.datasets.planetoid import load_planetoid
     from pyg_dist.datasets.registry import load_dataset
     from pyg_dist.datasets.synthetic import synthetic_graph
+    from pyg_dist.embedding import DistEmbedding, SparseAdagrad, SparseAdam
     from pyg_dist.errors import (
         DataFileError,
         InvalidArgumentError,
@@ -46,6 +49,7 @@ if TYPE_CHECKING:
     from pyg_dist.sampler.neighbor import NeighborSampler
     from pyg_dist.sampler.stats import SamplerStats
     from pyg_dist.store import LocalFeatureStore, LocalGraphStore, load_stores
+    from pyg_dist.tma import TMAConfig, local_subgraph, run_tma
     from pyg_dist.train import DistEnv, TrainConfig, dist_session, wrap_ddp
 
 _LAZY = {
@@ -62,6 +66,12 @@ _LAZY = {
     "DistNeighborLoader": "pyg_dist.loader.dist_node_loader",
     "DistLinkNeighborLoader": "pyg_dist.loader.dist_link_loader",
     "layerwise_inference": "pyg_dist.inference",
+    "DistEmbedding": "pyg_dist.embedding.module",
+    "SparseAdam": "pyg_dist.embedding.optim",
+    "SparseAdagrad": "pyg_dist.embedding.optim",
+    "TMAConfig": "pyg_dist.tma.schedule",
+    "run_tma": "pyg_dist.tma.trainer",
+    "local_subgraph": "pyg_dist.tma.subgraph",
     "TrainConfig": "pyg_dist.train",
     "DistEnv": "pyg_dist.train",
     "dist_session": "pyg_dist.train",

@@ -66,3 +66,19 @@ def test_warmup_announces_a_slow_load(caplog):
         warmup(announce_after=0.0)
     text = caplog.text
     assert "compiling sampling kernels" in text and "sampling kernels ready in" in text
+
+
+def test_every_lazy_public_name_imports_and_is_its_modules_object():
+    import importlib
+
+    import pyg_dist
+    import pyg_dist.distributed
+    import pyg_dist.embedding
+    import pyg_dist.tma
+    for pkg in (pyg_dist, pyg_dist.distributed, pyg_dist.embedding, pyg_dist.tma):
+        assert pkg.__all__, pkg.__name__
+        for name in pkg.__all__:
+            obj = getattr(pkg, name)
+            owner = importlib.import_module(getattr(obj, "__module__", pkg.__name__))
+            assert getattr(owner, name, obj) is obj, (pkg.__name__, name)
+    assert pyg_dist.DistEmbedding is pyg_dist.embedding.DistEmbedding and pyg_dist.run_tma is pyg_dist.tma.run_tma
