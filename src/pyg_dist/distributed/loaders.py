@@ -18,7 +18,8 @@ from typing import Any, Callable, Optional
 
 from torch_geometric.data import HeteroData
 
-from pyg_dist.distributed.context import native_context, resolve_address
+from pyg_dist.context import DistContext as NativeContext
+from pyg_dist.distributed.context import DistContext, native_context, resolve_address
 from pyg_dist.distributed.stores import check_stores, time_attr_of
 from pyg_dist.errors import InvalidArgumentError, check_positive_int
 from pyg_dist.loader import dist_link_loader, dist_node_loader
@@ -82,6 +83,8 @@ class DistLoader:
     def __init__(self, current_ctx, master_addr: Optional[str] = None, master_port=None, channel=None,
                  num_rpc_threads: int = 16, rpc_timeout: float = 180, dist_sampler=None, **kwargs):
         where = type(self).__name__
+        if not isinstance(current_ctx, (DistContext, NativeContext)):
+            raise InvalidArgumentError(where, "current_ctx", current_ctx, "a pyg_dist.distributed.DistContext")
         self.master_addr, self.master_port = resolve_address(where, master_addr, master_port)
         self.num_rpc_threads = check_positive_int(where, "num_rpc_threads", num_rpc_threads)
         if isinstance(rpc_timeout, bool) or not isinstance(rpc_timeout, (int, float)) or not rpc_timeout > 0:
