@@ -96,15 +96,28 @@ def bench_rank(rank: int, world_size: int, root: str, opts: dict) -> dict:
         return await asyncio.gather(*(one(i) for i in batch_inputs))
 
     with rpc.rpc_session(ctx, timeout=300, call_timeout=120):
+        fill = _fill_cache(gs, fs, opts)
         rpc.run_coroutine(run(inputs[:opts["warmup"]]), timeout=600)
         stats.reset()
         t0, c0 = time.time(), time.process_time()
         rpc.run_coroutine(run(inputs[opts["warmup"]:]), timeout=1200)
         t1, c1 = time.time(), time.process_time()
-    return {"t0": t0, "t1": t1, "cpu": c1 - c0, "stats": stats.summary()}
+    return {"t0": t0, "t1": t1, "cpu": c1 - c0, "stats": stats.summary(), "fill": fill}
 
 
-def run_config(args, method: str, parts: int, ranks: int = 0) -> dict:
+def _fill_cache(gs, fs, opts) -> dict:
+    """Fills this rank's remote-feature cache (``--cache-ratios``); returns its seconds and MB."""
+    if not opts["cache_ratio"]:
+        return {"seconds": 0.0, "mb": 0.0}
+    from pyg_dist.store.cache_fill import build_cache
+    t0 = time.perf_counter()
+    cache = build_cache(gs, fs, opts["cache_policy"], cache_ratio=opts["cache_ratio"], num_neighbors=opts["fanouts"],
+                        batch_size=opts["batch_size"], seed=99)
+    fs.set_cache(cache)
+    return {"seconds": time.perf_counter() - t0, "mb": cache.nbytes / 2 ** 20}
+
+
+def run_config(args, method: str, parts: int, ranks: int = 0, cache_ratio: float = 0.0) -> dict:
     """One row: ``ranks`` (default: ``parts``) processes over a ``parts``-way folder. ``parts=1`` with 2
     ranks = two independent whole-graph samplers at once (no RPC): this machine's ceiling for 2 ranks."""
     from pyg_dist.testing import spawn_world
@@ -112,7 +125,8 @@ def run_config(args, method: str, parts: int, ranks: int = 0) -> dict:
     ranks = ranks or parts
     opts = {"fanouts": args.fanouts, "batch_size": args.batch_size, "batches": args.batches,
             "warmup": args.warmup, "concurrency": args.concurrency, "mmap": args.mmap,
-            "transport": args.transport, "num_partitions": parts}
+            "transport": args.transport, "num_partitions": parts, "cache_ratio": cache_ratio,
+            "cache_policy": args.cache_policy}
     env = {"OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     import bench_dist  # spawned ranks import the function by module name (sys.path[0] = scripts/)
     res = spawn_world(ranks, bench_dist.bench_rank, root, opts, timeout=1800, env=env)
@@ -123,7 +137,11 @@ def run_config(args, method: str, parts: int, ranks: int = 0) -> dict:
     return {"method": name, "ranks": ranks, "bps": total["batches"] / wall,
             "local_nodes": total["nodes_local"] / max(total["nodes_local"] + total["nodes_remote"], 1),
             "local_feats": total["feature_rows_local"]
-            / max(total["feature_rows_local"] + total["feature_rows_remote"], 1),
+            / max(total["feature_rows_local"] + total["feature_rows_cached"] + total["feature_rows_remote"], 1),
+            "cached_feats": (total["feature_rows_local"] + total["feature_rows_cached"])
+            / max(total["feature_rows_local"] + total["feature_rows_cached"] + total["feature_rows_remote"], 1),
+            "cache": cache_ratio, "fill_s": max(r["fill"]["seconds"] for r in res),
+            "cache_mb": max(r["fill"]["mb"] for r in res),
             "local_expand": total["hop_seeds_local"]
             / max(total["hop_seeds_local"] + total["hop_seeds_remote"], 1),
             "req": (total["sampling_requests"] + total["feature_requests"]) / b,
@@ -154,28 +172,35 @@ def main(argv=None) -> None:
     p.add_argument("--transport", choices=["default", "uv"], default="uv",
                    help="TensorPipe transport: uv (TCP, pyg_dist's default) or torch's default (shm, busy-polls)")
     p.add_argument("--mmap", action="store_true", help="memory-map the partitions instead of loading them")
+    p.add_argument("--cache-ratios", type=float, nargs="+", default=[0.0],
+                   help="remote-feature cache budgets (fraction of the partition's own feature bytes), one row each")
+    p.add_argument("--cache-policy", choices=["degree", "presample"], default="degree")
     p.add_argument("--repeats", type=int, default=2,
                    help="rounds over all configurations (interleaved, so machine drift hits every row); "
                         "each row reports its median round")
     args = p.parse_args(argv)
-    configs = [("random", 1, 1), ("random", 1, 2)] + [(m, 2, 2) for m in args.methods]
+    configs = [("random", 1, 1, 0.0), ("random", 1, 2, 0.0)] + [(m, 2, 2, r) for m in args.methods
+                                                                 for r in args.cache_ratios]
     rounds = [[run_config(args, *c) for c in configs] for _ in range(max(1, args.repeats))]
     rows = [median_row([r[i] for r in rounds]) for i in range(len(configs))]
-    base = rows[0]["bps"]
+    base, ceiling = rows[0]["bps"], rows[1]["bps"]
     src = args.graph or f"built-in products shape, scale {args.scale:g}"
     print(f"DistNeighborSampler, {src}; fanouts {args.fanouts}, batch {args.batch_size}, {args.dim}-dim float32, "
           f"1 core + 1 thread per rank, concurrency {args.concurrency}, {args.warmup} warm-up + {args.batches} timed "
           f"batches per rank, partitions {'memory-mapped' if args.mmap else 'in memory'}, TensorPipe transport "
-          f"{args.transport}; median of {max(1, args.repeats)} interleaved rounds (all rounds' batches/s in brackets)")
-    head = ("partitioning", "ranks", "batches/s total", "vs 1 rank", "local nodes", "local feat rows", "expanded here",
-            "remote req/batch", "remote sampling rounds/batch", "MB/batch", "cpu ms/batch")
+          f"{args.transport}; cache policy {args.cache_policy}; median of {max(1, args.repeats)} interleaved rounds "
+          "(all rounds' batches/s in brackets)")
+    head = ("partitioning", "ranks", "cache ratio", "batches/s total", "vs 1 rank", "vs no-RPC ceiling", "local nodes",
+            "local feat rows", "local or cached feat rows", "expanded here", "remote req/batch",
+            "remote sampling rounds/batch", "MB/batch", "cpu ms/batch", "cache MB/rank", "cache fill s")
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("---" for _ in head) + "|")
     for r in rows:
         every = "/".join(f"{b:.2f}" for b in r["all_bps"])
-        print(f"| {r['method']} | {r['ranks']} | {r['bps']:.2f} [{every}] | {r['bps'] / base:.2f}x | "
-              f"{100 * r['local_nodes']:.1f}% | {100 * r['local_feats']:.1f}% | {100 * r['local_expand']:.1f}% | "
-              f"{r['req']:.2f} | {r['rounds']:.2f} | {r['mb']:.2f} | {r['cpu_ms']:.0f} |")
+        print(f"| {r['method']} | {r['ranks']} | {r['cache']:g} | {r['bps']:.2f} [{every}] | {r['bps'] / base:.2f}x | "
+              f"{r['bps'] / ceiling:.2f}x | {100 * r['local_nodes']:.1f}% | {100 * r['local_feats']:.1f}% | "
+              f"{100 * r['cached_feats']:.1f}% | {100 * r['local_expand']:.1f}% | {r['req']:.2f} | {r['rounds']:.2f} | "
+              f"{r['mb']:.2f} | {r['cpu_ms']:.0f} | {r['cache_mb']:.0f} | {r['fill_s']:.1f} |")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,10 @@ from pyg_dist.train import all_sum
 def parse_args(argv=None):
     p = base_parser(__doc__)
     p.add_argument("--target", default=None, help="labelled node type of a heterogeneous folder")
+    p.add_argument("--cache-ratio", type=float, default=None,
+                   help="fill a remote-feature cache at start-up, this fraction of the partition's own feature "
+                        "bytes (default: the folder's, if pyg-dist-partition --cache-ratio wrote one)")
+    p.add_argument("--cache-policy", choices=["degree", "presample"], default="degree")
     return check_args(p, p.parse_args(argv))
 
 
@@ -94,7 +98,8 @@ def main(argv=None) -> float:
     args = parse_args(argv)
     setup(args)
     torch.manual_seed(args.seed)
-    config = TrainConfig(args.partition_dir, num_workers=args.num_workers)
+    config = TrainConfig(args.partition_dir, num_workers=args.num_workers, cache_ratio=args.cache_ratio,
+                         cache_policy=args.cache_policy, cache_num_neighbors=args.num_neighbors)
     with dist_session(config) as env:
         meta = env.graph_store.partition_meta
         target = _target(env.feature_store, meta, args.target)

@@ -79,6 +79,8 @@ _LAZY = {
     "LocalGraphStore": "pyg_dist.store",
     "LocalFeatureStore": "pyg_dist.store",
     "load_stores": "pyg_dist.store",
+    "FeatureCache": "pyg_dist.store.cache",
+    "build_cache": "pyg_dist.store.cache_fill",
     "Partitioner": "pyg_dist.partition.partitioner",
     "PartitionBook": "pyg_dist.partition.book",
     "load_partition": "pyg_dist.partition.reader",

@@ -49,6 +49,12 @@ class TrainConfig:
         timeout: Seconds for rendezvous and collectives (process group and RPC init).
         call_timeout: Seconds per remote sampling / feature call.
         mmap: Memory-map the partition (shared page cache between ranks of one machine).
+        cache_ratio: Fill a remote-feature cache at start-up (:mod:`pyg_dist.store.cache`): copies of the
+            remote rows ranked first by ``cache_policy``, within this fraction of the partition's own
+            feature bytes. ``None`` (default): the folder's ``feature_cache.pt`` if the partitioner wrote
+            one (``--cache-ratio``), else no cache.
+        cache_policy: ``"degree"`` or ``"presample"`` (needs ``cache_num_neighbors``, the loader's fanouts).
+        cache_num_neighbors: Fanouts of the ``"presample"`` warm-up batches.
 
     Example:
         >>> TrainConfig("/tmp/cora-2", num_workers=-1)
@@ -63,6 +69,9 @@ class TrainConfig:
     timeout: float = 120.0
     call_timeout: float = 60.0
     mmap: bool = True
+    cache_ratio: Optional[float] = None
+    cache_policy: str = "degree"
+    cache_num_neighbors: Optional[Any] = None
 
     def __post_init__(self):
         if not isinstance(self.partition_dir, (str, Path)) or not str(self.partition_dir):
@@ -76,6 +85,13 @@ class TrainConfig:
                 raise InvalidArgumentError(_WHERE, name, value, "a positive number of seconds")
         if not isinstance(self.mmap, bool):
             raise InvalidArgumentError(_WHERE, "mmap", self.mmap, "a bool")
+        r = self.cache_ratio
+        if r is not None and (isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 < r <= 1):
+            raise InvalidArgumentError(_WHERE, "cache_ratio", r, "None or a fraction in (0, 1]")
+        check_choice(_WHERE, "cache_policy", self.cache_policy, ("degree", "presample"))
+        if r is not None and self.cache_policy == "presample" and self.cache_num_neighbors is None:
+            raise InvalidArgumentError(_WHERE, "cache_num_neighbors", None, "the loader's fanouts (cache_policy="
+                                       "'presample' samples warm-up batches with them)")
 
 
 @dataclass
@@ -221,6 +237,27 @@ def _open_everywhere(config: TrainConfig, ctx: DistContext):
     return stores
 
 
+def _fill_cache(config: TrainConfig, ctx: DistContext, graph_store, feature_store) -> None:
+    """Fills this rank's remote-feature cache (every rank at once). With sampler workers the trainers
+    are not in an RPC world: they form one for the fill and leave it before the workers start."""
+    from pyg_dist import rpc
+    from pyg_dist.store.cache_fill import build_cache
+
+    def build():
+        return build_cache(graph_store, feature_store, config.cache_policy, cache_ratio=config.cache_ratio,
+                           num_neighbors=config.cache_num_neighbors, timeout=config.call_timeout)
+
+    if ctx.joins_rpc:
+        cache = build()
+    else:
+        fill_ctx = DistContext.from_env(ctx.num_partitions, num_workers=0, rpc_port=config.rpc_port)
+        serve_partition(graph_store, feature_store)
+        with rpc.rpc_session(fill_ctx, timeout=config.timeout, call_timeout=config.call_timeout):
+            cache = build()
+    feature_store.set_cache(cache)
+    LOG.info("rank %d: feature cache %s", ctx.rank, cache)
+
+
 @contextlib.contextmanager
 def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
     """Starts this rank's part of a distributed run; tears it down in ``finally`` (see module doc).
@@ -246,6 +283,8 @@ def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
         if ctx.joins_rpc:
             serve_partition(graph_store, feature_store)
             rpc.init_rpc(ctx, timeout=config.timeout, call_timeout=config.call_timeout)
+        if config.cache_ratio is not None:
+            _fill_cache(config, ctx, graph_store, feature_store)
         yield env
         ok = True
     finally:

@@ -54,7 +54,8 @@ def test_hetero_node_classification_with_sampler_workers(tmp_path):
     data = pyg_dist.synthetic_graph(1500, 6, num_features=16, hetero=True, seed=2)
     Partitioner(data, 2, method="random").save(tmp_path / "h2", progress=False)
     proc = _torchrun("node_classification.py", "--partition-dir", str(tmp_path / "h2"), "--epochs", "2",
-                     "--batch-size", "64", "--num-neighbors", "4,3", "--num-workers", "2", "--max-steps", "4")
+                     "--batch-size", "64", "--num-neighbors", "4,3", "--num-workers", "2", "--max-steps", "4",
+                     "--cache-ratio", "0.2", "--cache-policy", "presample")  # filled by the trainers, used by workers
     lines, acc = _test_acc(proc)
     assert "hetero=True" in lines[0], lines
     # 8 classes on the target type: chance is 0.125; this run (4 steps per epoch) measured 0.42 (0.41-0.57 on

@@ -69,12 +69,6 @@ class LocalGraphStore(_PyGStoreMixin, native_gs.LocalGraphStore):
         return self._edge_pb
 
 
-def _reopen(cls, root: str, part: int, mmap: bool, labels):
-    store = cls.from_partition(root, part, mmap=mmap)
-    store.labels = labels
-    return store
-
-
 class LocalFeatureStore(_PyGStoreMixin, native_fs.LocalFeatureStore):
     """PyG's ``LocalFeatureStore``: ``LocalFeatureStore.from_partition(root, pid)``.
 
@@ -114,8 +108,8 @@ class LocalFeatureStore(_PyGStoreMixin, native_fs.LocalFeatureStore):
         raise InvalidArgumentError("LocalFeatureStore.put_global_id", "group_name", group_name,
                                    "nothing: the store is read-only (ids come from the partition folder)")
 
-    def __reduce__(self):  # spawned workers: re-open the folder, keep the user's labels
-        return (_reopen, (type(self), str(self.partition_meta.root), self.partition, self._mmap, self.labels))
+    def _carried(self) -> dict:  # spawned workers: re-open the folder, keep the user's labels
+        return dict(super()._carried(), labels=self.labels)
 
 
 def check_stores(where: str, data) -> tuple:

@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ufactor", type=int, default=None, help="METIS imbalance per constraint, 1/1000 (default 30)")
     p.add_argument("--no-balance", action="store_true", help="METIS balances node count only")
     p.add_argument("--allow-nonfinite", action="store_true", help="keep NaN / inf in features (reported)")
+    p.add_argument("--cache-ratio", type=float, default=None,
+                   help="also write each partition's remote-feature cache: the remote nodes with the most edges "
+                        "into it, up to this fraction of its own feature bytes (e.g. 0.25)")
     p.add_argument("--undirected", action=argparse.BooleanOptionalAction, default=None,
                    help="add every missing reverse edge (--no-undirected: keep edges as stored); "
                         "default: the dataset's convention, reported after loading")
@@ -154,7 +157,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"loaded {args.dataset}: {data}  ({t1 - t0:.1f} s)", flush=True)
         print(edges_note(args, data), flush=True)
         part = Partitioner(data, args.num_parts, args.method, balance=not args.no_balance,
-                           allow_nonfinite=args.allow_nonfinite, **method_opts)
+                           allow_nonfinite=args.allow_nonfinite, cache_ratio=args.cache_ratio, **method_opts)
         stats = part.save(args.out, overwrite=args.overwrite, progress=not args.quiet)
     except PyGDistError as e:
         print(f"pyg-dist-partition: error: {e}", file=sys.stderr)

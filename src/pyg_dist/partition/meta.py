@@ -54,6 +54,11 @@ def part_stamp_path(root, part: int) -> Path:
     return part_dir(root, part) / "pyg_dist.json"
 
 
+def feature_cache_path(root, part: int) -> Path:
+    """``part_<part>/feature_cache.pt``: copies of remote feature rows (``pyg-dist-partition --cache-ratio``)."""
+    return part_dir(root, part) / "feature_cache.pt"
+
+
 def node_map_path(root, ntype: NodeType, is_hetero: bool) -> Path:
     """Node id -> partition map of ``ntype``: ``node_map/<ntype>.pt`` (hetero) or ``node_map.pt``."""
     return Path(root) / "node_map" / f"{ntype}.pt" if is_hetero else Path(root) / "node_map.pt"

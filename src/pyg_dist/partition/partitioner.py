@@ -17,7 +17,14 @@ from pyg_dist.partition import meta as M
 from pyg_dist.partition.renumber import relabel
 from pyg_dist.partition.report import folder_bytes, format_report, quality_stats
 from pyg_dist.partition.source import WEIGHT, TypedGraph, check_finite, typed_graph
-from pyg_dist.partition.writer import finalize_output, prepare_output, write_maps, write_parts, write_stamps
+from pyg_dist.partition.writer import (
+    finalize_output,
+    prepare_output,
+    write_caches,
+    write_maps,
+    write_parts,
+    write_stamps,
+)
 
 _WHERE = "Partitioner"
 LOG = logging.getLogger("pyg_dist")
@@ -79,6 +86,10 @@ class Partitioner:
         allow_nonfinite: Keep floating attributes with NaN / inf (reported as a warning); by default
             they are an ``InvalidArgumentError`` naming the attribute and rows.
         recursive: METIS by multilevel recursive bisection instead of k-way (``metis`` and ``hybrid``).
+        cache_ratio: Also write each partition's remote-feature cache (``feature_cache.pt``): the remote
+            nodes with the most edges into the partition, as many as this fraction of the partition's
+            own feature bytes allows (``None``: no cache; see :mod:`pyg_dist.store.cache`). The stores
+            use it with no RPC at start-up.
 
     Example:
         >>> from pyg_dist.datasets import synthetic_graph
@@ -90,9 +101,14 @@ class Partitioner:
 
     def __init__(self, data, num_parts: int, method: str = "metis", *, base_method: str = "metis",
                  sub_parts: int = 1, num_clusters: Optional[int] = None, seed: int = 0, ufactor: int = 30,
-                 balance: bool = True, recursive: bool = False, allow_nonfinite: bool = False):
+                 balance: bool = True, recursive: bool = False, allow_nonfinite: bool = False,
+                 cache_ratio: Optional[float] = None):
         self.config = PartitionConfig(num_parts, method, base_method, sub_parts, num_clusters, seed,
                                       ufactor, balance, recursive)
+        if cache_ratio is not None and (isinstance(cache_ratio, bool) or not isinstance(cache_ratio, (int, float))
+                                        or not 0 < cache_ratio <= 1):
+            raise InvalidArgumentError(_WHERE, "cache_ratio", cache_ratio, "None or a fraction in (0, 1]")
+        self.cache_ratio = cache_ratio
         if not isinstance(allow_nonfinite, bool):
             raise InvalidArgumentError(_WHERE, "allow_nonfinite", allow_nonfinite, "a bool")
         self.graph: TypedGraph = typed_graph(data)
@@ -140,6 +156,8 @@ class Partitioner:
             clock.start("write")
             write_parts(tmp, g, nodes, edges, c.num_parts, c.method == "hybrid", progress)
             fingerprint = uuid.uuid4().hex
+            if self.cache_ratio is not None:
+                write_caches(tmp, g, nodes, edges, c.num_parts, float(self.cache_ratio), fingerprint)
             write_stamps(tmp, fingerprint, nodes, edges, c.num_parts, c.method == "hybrid")
             write_maps(tmp, g, nodes, edges, c.num_parts)
             clock.start("stats")
@@ -168,6 +186,8 @@ class Partitioner:
             "node_feat_keys": {t: sorted(a) for t, a in g.node_attrs.items()},
             "edge_feat_keys": {"__".join(et): sorted(a) for et, a in g.edge_attrs.items()},
             "graph_attrs": g.graph_attrs, "stats": stats,
+            "feature_cache": None if self.cache_ratio is None
+            else {"policy": "degree", "cache_ratio": self.cache_ratio},
         }
         return M.PartitionMeta(
             root=Path(root), num_parts=c.num_parts, node_types=g.node_types, edge_types=g.edge_types,

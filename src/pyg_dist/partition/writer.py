@@ -165,3 +165,31 @@ def write_maps(root: Path, g: TypedGraph, nodes: Dict[NodeType, NodeOrder],
     for et, eo in edges.items():
         _save(torch.repeat_interleave(parts, torch.diff(eo.bounds)), M.edge_map_path(root, et, g.is_hetero))
         _save(eo.perm, M.original_edge_ids_path(root, et))
+
+
+def write_caches(root: Path, g: TypedGraph, nodes: Dict[NodeType, NodeOrder], edges: Dict[EdgeType, EdgeOrder],
+                 num_parts: int, cache_ratio: float, fingerprint: str) -> None:
+    """``part_<i>/feature_cache.pt``: per node type the remote nodes with the most edges into partition
+    ``i``'s owned nodes (policy ``"degree"``), as many as ``cache_ratio`` of the partition's own bytes of
+    the cached attributes allow, with their rows (see :mod:`pyg_dist.store.cache`)."""
+    from pyg_dist.store.cache import CacheEntry, FeatureCache
+    from pyg_dist.store.cache_fill import DEFAULT_ATTRS, rank_by_count, rows_within, source_counts
+    for p in range(num_parts):
+        entries = {}
+        for t, no in nodes.items():
+            cols = {n: v for n, v in g.node_attrs.get(t, {}).items() if n in DEFAULT_ATTRS}
+            if t in g.node_time:
+                cols["time"] = g.node_time[t]
+            lo, hi = int(no.bounds[p]), int(no.bounds[p + 1])
+            row_bytes = sum(v[0].numel() * v.element_size() for v in cols.values() if v.size(0))
+            n = rows_within(cache_ratio * (hi - lo) * row_bytes, row_bytes)
+            if not cols or not n:
+                continue
+            sources = [eo.row[int(eo.bounds[p]):int(eo.bounds[p + 1])] for et, eo in edges.items() if et[0] == t]
+            owned = torch.zeros(g.num_nodes[t], dtype=torch.bool)
+            owned[lo:hi] = True
+            ids = torch.sort(rank_by_count(source_counts(sources, g.num_nodes[t]), owned)[:n]).values
+            orig = no.perm.index_select(0, ids)
+            entries[t] = CacheEntry(ids, {k: _take(v, orig) for k, v in cols.items()})
+        info = {"policy": "degree", "cache_ratio": cache_ratio, "part": p, "fingerprint": fingerprint}
+        FeatureCache(entries, info).save(M.feature_cache_path(root, p))

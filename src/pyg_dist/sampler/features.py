@@ -10,7 +10,7 @@ from torch import Tensor
 
 from pyg_dist._types import EdgeType, NodeType
 from pyg_dist.sampler.messages import FeatureBatch
-from pyg_dist.sampler.stats import SamplerStats, remote_count
+from pyg_dist.sampler.stats import SamplerStats
 
 #: Attributes fetched by default, where the folder has them.
 DEFAULT_NODE_ATTRS = ("x", "y", "time")
@@ -28,22 +28,16 @@ def attrs_per_group(feature_store, groups, wanted: Sequence[str]) -> Dict:
     return out
 
 
-def _remote_rows(book, partition: int, ids: Dict) -> Dict:
-    """Per group, the number of ids owned elsewhere, and the set of remote owners."""
-    rows, owners = {}, set()
-    for g, v in ids.items():
-        rows[g], parts = remote_count(book, partition, g, v)
-        owners |= parts
-    return {"rows": rows, "owners": owners}
-
-
-def _record(stats: SamplerStats, ids: Dict, remote: Dict, out: Dict) -> None:
-    stats.feature_requests += len(remote["owners"])
-    for g, n in remote["rows"].items():
-        stats.feature_rows_remote += n
-        stats.feature_rows_local += ids[g].numel() - n
-        stats.bytes_received += n * sum(v[0].numel() * v.element_size() for v in out[g].values() if v.numel())
-    stats.bytes_sent += 8 * sum(remote["rows"].values())
+def _record(stats: SamplerStats, ids: Dict, plan, out: Dict) -> None:
+    """Counts one feature round from its lookup plan: rows read here, from the cache, and fetched."""
+    stats.feature_requests += len(plan.requests)
+    for i, g in enumerate(ids):
+        remote, cached = plan.remote_rows(i), plan.cached_rows(i)
+        stats.feature_rows_remote += remote
+        stats.feature_rows_cached += cached
+        stats.feature_rows_local += ids[g].numel() - remote - cached
+        stats.bytes_received += remote * sum(v[0].numel() * v.element_size() for v in out[g].values() if v.numel())
+        stats.bytes_sent += 8 * remote
 
 
 async def fetch_features_async(feature_store, node: Dict[NodeType, Tensor], edge: Dict[EdgeType, Tensor],
@@ -66,10 +60,9 @@ async def fetch_features_async(feature_store, node: Dict[NodeType, Tensor], edge
     if not ids:
         return FeatureBatch()
     fut = feature_store.lookup_many_async(ids, names)
-    remote = None if stats is None else _remote_rows(feature_store.book, feature_store.partition, ids)
     out = await fut
-    if stats is not None and remote is not None:
-        _record(stats, ids, remote, out)
+    if stats is not None and fut.plan is not None:
+        _record(stats, ids, fut.plan, out)
     return FeatureBatch(node={g: v for g, v in out.items() if isinstance(g, str)},
                         edge={g: v for g, v in out.items() if not isinstance(g, str)})
 

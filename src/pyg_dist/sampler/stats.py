@@ -24,6 +24,7 @@ class SamplerStats:
         sampling_requests: One-hop requests sent (at most one per remote partition and hop).
         nodes_local / nodes_remote: Sampled nodes (output node lists) owned here / elsewhere.
         feature_rows_local / feature_rows_remote: Node and edge feature rows read here / fetched.
+        feature_rows_cached: Rows other partitions own, read from this partition's feature cache.
         feature_requests: Feature requests sent (at most one per remote partition and batch).
         bytes_sent / bytes_received: Tensor payload bytes of remote requests and replies.
     """
@@ -36,6 +37,7 @@ class SamplerStats:
     nodes_remote: int = 0
     feature_rows_local: int = 0
     feature_rows_remote: int = 0
+    feature_rows_cached: int = 0
     feature_requests: int = 0
     bytes_sent: int = 0
     bytes_received: int = 0
@@ -60,7 +62,9 @@ class SamplerStats:
         out: Dict[str, float] = dict(asdict(self))
         b = max(self.batches, 1)
         out["local_node_frac"] = self.nodes_local / max(self.nodes_local + self.nodes_remote, 1)
-        out["local_feature_frac"] = self.feature_rows_local / max(self.feature_rows_local + self.feature_rows_remote, 1)
+        rows = max(self.feature_rows_local + self.feature_rows_cached + self.feature_rows_remote, 1)
+        out["local_feature_frac"] = self.feature_rows_local / rows
+        out["local_or_cached_feature_frac"] = (self.feature_rows_local + self.feature_rows_cached) / rows
         out["requests_per_batch"] = (self.sampling_requests + self.feature_requests) / b
         out["remote_rounds_per_batch"] = self.remote_sampling_rounds / b
         out["bytes_per_batch"] = (self.bytes_sent + self.bytes_received) / b

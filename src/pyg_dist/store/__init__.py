@@ -12,11 +12,17 @@ Names follow ``torch_geometric.distributed`` where the meaning matches. Typical 
     feats.serve()                                             # answer peers' lookups (before init)
     with rpc_session(ctx):
         x = feats.lookup_features(torch.tensor([0, 123456]))  # local and remote rows, in order
+        feats.set_cache(build_cache(graph, feats, "presample", cache_ratio=0.25, num_neighbors=[15, 10, 5]))
+
+A remote-feature cache (:mod:`pyg_dist.store.cache`) keeps copies of the remote rows batches ask for
+most; the partitioner can write one into the folder (``--cache-ratio``), then it is used with no RPC.
 """
 from __future__ import annotations
 
 from typing import Optional, Tuple
 
+from pyg_dist.store.cache import FeatureCache
+from pyg_dist.store.cache_fill import build_cache
 from pyg_dist.store.feature_store import GlobalTensorAttr, LocalFeatureStore
 from pyg_dist.store.folder import open_partition
 from pyg_dist.store.graph_store import LocalGraphStore
@@ -50,5 +56,6 @@ def load_stores(root, part: Optional[int] = None, *, ctx=None,
     return LocalGraphStore(data, mmap=mmap), LocalFeatureStore(data, mmap=mmap)
 
 
-__all__ = ["LocalGraphStore", "LocalFeatureStore", "GlobalTensorAttr", "load_stores", "LOOKUP_OP",
+__all__ = ["LocalGraphStore", "LocalFeatureStore", "GlobalTensorAttr", "load_stores", "FeatureCache", "build_cache",
+           "LOOKUP_OP",
            "FeatureQuery", "LookupRequest", "LookupReply", "LookupFuture"]

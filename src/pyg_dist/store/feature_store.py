@@ -17,10 +17,12 @@ from torch_geometric.data.feature_store import _FieldStatus
 
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
+from pyg_dist.partition import meta as M
 from pyg_dist.partition.book import PartitionBook
 from pyg_dist.partition.reader import PartitionData
 from pyg_dist.store import lookup
 from pyg_dist.store.buffers import gather_rows
+from pyg_dist.store.cache import FeatureCache
 from pyg_dist.store.folder import PartitionStoreMixin
 
 _WHERE = "LocalFeatureStore"
@@ -84,6 +86,10 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
             if ef.edge_time is not None:
                 cols[e]["edge_time"] = ef.edge_time
         self._cols = cols
+        self._cache: Optional[FeatureCache] = None
+        path = M.feature_cache_path(data.meta.root, data.part)
+        if data.meta.is_native and path.is_file():  # written by the partitioner: no RPC at start-up
+            self._load_folder_cache(path, mmap)
 
     # ------------------------------------------------------------------ description
     def attr_names(self, group_name=None, is_node: Optional[bool] = None) -> List[str]:
@@ -160,7 +166,8 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
             out = {name: gather_rows(self._cols[group][name], rows) for name in names}
             return lookup.LookupFuture.completed(out[names[0]] if single else out)
         finish = (lambda outs: outs[0][names[0]]) if single else (lambda outs: outs[0])
-        return lookup.start_lookup(self.book, self.partition, self._serve_column, [query], finish, timeout)
+        return lookup.start_lookup(self.book, self.partition, self._serve_column, [query], finish, timeout,
+                                   self._cache)
 
     def _owned_rows(self, group, ids) -> Optional[Tensor]:
         """Fast path: rows of a clean id tensor (1-D int64, contiguous, CPU) this partition owns entirely
@@ -203,7 +210,53 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
             queries.append(lookup.FeatureQuery(group, names, *checked))
         finish = lambda outs: dict(zip(keys, outs))  # noqa: E731
         return lookup.start_lookup(self.book, self.partition, self._serve_column, queries, finish,
-                              lookup.check_timeout(where, timeout))
+                                   lookup.check_timeout(where, timeout), self._cache)
+
+    # ------------------------------------------------------------------ remote-feature cache
+    @property
+    def cache(self) -> Optional[FeatureCache]:
+        """The :class:`~pyg_dist.store.cache.FeatureCache` lookups consult before asking an owner, or None."""
+        return self._cache
+
+    def set_cache(self, cache: Optional[FeatureCache]) -> None:
+        """Uses ``cache`` for remote-owned rows from now on (``None``: no cache). Build one with
+        :func:`pyg_dist.store.cache_fill.build_cache`; a folder's ``feature_cache.pt`` is used by default.
+
+        Raises:
+            InvalidArgumentError: a type that is not a node type, an attribute the folder does not have
+                or with another row shape / dtype, or cached ids this partition owns.
+        """
+        where = f"{_WHERE}.set_cache"
+        if cache is not None and not isinstance(cache, FeatureCache):
+            raise InvalidArgumentError(where, "cache", cache, "a pyg_dist.store.cache.FeatureCache or None")
+        for t, e in (cache.entries.items() if cache is not None else ()):
+            if t not in self.node_types:
+                raise InvalidArgumentError(where, "cache", f"type {t!r}", f"node types of the folder {self.node_types}")
+            for name, col in e.cols.items():
+                own = self._column("set_cache", t, name)
+                if col.dtype != own.dtype or col.shape[1:] != own.shape[1:]:
+                    raise InvalidArgumentError(where, "cache", f"{name!r} of {t!r}: {col.dtype} {tuple(col.shape[1:])}",
+                                               f"rows like the folder's: {own.dtype} {tuple(own.shape[1:])}")
+            if e.ids.numel() and bool((self.book.owner(t, e.ids) == self.partition).any()):
+                raise InvalidArgumentError(where, "cache", f"ids of {t!r}", f"ids other partitions own (not "
+                                           f"partition {self.partition}'s: their rows are here already)")
+        self._cache = cache
+
+    def _load_folder_cache(self, path, mmap: bool) -> None:
+        from pyg_dist.errors import PartitionFormatError
+        cache = FeatureCache.load(path, mmap=mmap)
+        want = self.partition_meta.extra.get("fingerprint")
+        if cache.info.get("fingerprint") != want or cache.info.get("part") != self.partition:
+            raise PartitionFormatError(path, f"feature cache of another partitioning or partition (fingerprint "
+                                       f"{cache.info.get('fingerprint')}, part {cache.info.get('part')}; META.json: "
+                                       f"{want}, part {self.partition})")
+        try:
+            self.set_cache(cache)
+        except InvalidArgumentError as e:
+            raise PartitionFormatError(path, f"feature cache disagrees with the partition: {e}") from None
+
+    def _carried(self) -> dict:  # a pickled store keeps its cache (shared memory or the same file)
+        return {"_cache": self._cache}
 
     # ------------------------------------------------------------------ serving remote lookups
     def serve(self, replace: bool = False) -> None:

@@ -138,8 +138,10 @@ def open_partition(where: str, root, part: Optional[int], ctx, mmap: bool) -> Pa
     return pd
 
 
-def _reopen(cls, root: str, part: int, mmap: bool):
-    return cls.from_partition(root, part, mmap=mmap)
+def _reopen(cls, root: str, part: int, mmap: bool, carried: Optional[dict] = None):
+    store = cls.from_partition(root, part, mmap=mmap)
+    store.__dict__.update(carried or {})
+    return store
 
 
 class PartitionStoreMixin:
@@ -160,7 +162,11 @@ class PartitionStoreMixin:
         return store(open_partition(f"{cls.__name__}.from_partition", root, part, ctx, mmap), mmap=mmap)
 
     def __reduce__(self):  # pickled (spawned workers): re-open the folder; mmap keeps one copy
-        return (_reopen, (type(self), str(self.partition_meta.root), self.partition, self._mmap))
+        return (_reopen, (type(self), str(self.partition_meta.root), self.partition, self._mmap, self._carried()))
+
+    def _carried(self) -> dict:
+        """Attributes a pickled store keeps besides what re-opening the folder restores."""
+        return {}
 
     @property
     def num_partitions(self) -> int:

@@ -18,10 +18,12 @@ Example (one partition: everything is local, no RPC needed):
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
+import torch
 from torch import Tensor
 
 from pyg_dist._types import EdgeType, NodeType
@@ -78,25 +80,58 @@ class LookupPlan:
     """Routing of a whole lookup: per query its route, per remote partition one request.
 
     ``slots[p]`` lists, aligned with ``requests[p].queries``, the query index each sub-query answers.
+    ``cached[i]`` is ``(positions, cache rows)`` of query ``i``'s remote-owned ids the cache answers
+    (``None`` without a cache hit); ``routes[i].remote`` then holds only the misses.
     """
     part: int
     routes: List[Route]
     requests: Dict[int, LookupRequest]
     slots: Dict[int, List[int]]
+    cached: List[Optional[Tuple[Tensor, Tensor]]]
+
+    def remote_rows(self, i: int) -> int:
+        """Rows of query ``i`` fetched from other partitions."""
+        return self.routes[i].num_remote - self.cached_rows(i)
+
+    def cached_rows(self, i: int) -> int:
+        """Rows of query ``i`` read from the cache."""
+        hit = self.cached[i]
+        return 0 if hit is None else hit[0].numel()
 
 
-def plan_lookup(book, part: int, queries: Sequence[FeatureQuery]) -> LookupPlan:
-    """Routes every query; builds one :class:`LookupRequest` per remote partition (pure).
+def plan_lookup(book, part: int, queries: Sequence[FeatureQuery], cache=None) -> LookupPlan:
+    """Routes every query; builds one :class:`LookupRequest` per remote partition (pure but for the
+    cache's hit counters).
 
     Args:
         book: The folder's partition book.
         part: The partition answering locally (the store's partition).
         queries: The queries, ids already validated as 1-D int64.
+        cache: A :class:`~pyg_dist.store.cache.FeatureCache`: remote-owned ids it holds (for every
+            attribute of the query) are answered from it and never requested.
     """
     routes = [route_ids(book, part, q.group, q.ids, id_range=q.id_range) for q in queries]
+    cached: List[Optional[Tuple[Tensor, Tensor]]] = [None] * len(routes)
+    if cache is not None:
+        for i, q in enumerate(queries):
+            if routes[i].remote and cache.covers(q.group, q.attr_names):
+                routes[i], cached[i] = _split_cached(cache, q, routes[i])
     shares, slots = group_by_partition(routes, lambda qi, pos: FeatureQuery(
         queries[qi].group, queries[qi].attr_names, queries[qi].ids.index_select(0, pos)))
-    return LookupPlan(part, routes, {p: LookupRequest(p, tuple(qs)) for p, qs in shares.items()}, slots)
+    return LookupPlan(part, routes, {p: LookupRequest(p, tuple(qs)) for p, qs in shares.items()}, slots, cached)
+
+
+def _split_cached(cache, q: FeatureQuery, route: Route) -> Tuple[Route, Optional[Tuple[Tensor, Tensor]]]:
+    """The route without the positions the cache answers, and those positions with their cache rows."""
+    pos = torch.cat(list(route.remote.values())) if len(route.remote) > 1 else next(iter(route.remote.values()))
+    hit, rows, _ = cache.split(q.group, q.ids.index_select(0, pos))
+    if not hit.numel():
+        return route, None
+    cached = torch.zeros(route.size, dtype=torch.bool)
+    cached[pos.index_select(0, hit)] = True
+    remote = {p: v[~cached.index_select(0, v)] for p, v in route.remote.items()}
+    return dataclasses.replace(route, remote={p: v for p, v in remote.items() if v.numel()}), \
+        (pos.index_select(0, hit), rows)
 
 
 # -------------------------------------------------------------------------------------- serving side
@@ -164,6 +199,11 @@ class LookupFuture:
         fut._result, fut._done = result, True
         return fut
 
+    @property
+    def plan(self) -> Optional[LookupPlan]:
+        """The routing of this lookup (``None`` for one answered on the local fast path)."""
+        return self._plan
+
     def done(self) -> bool:
         """True when every remote reply has arrived."""
         return self._done or all(p.future.done() for p in self._pending)
@@ -226,7 +266,8 @@ def gather_local(route: Route, col: Tensor) -> Tensor:
 
 
 def start_lookup(book, part: int, column: Callable[[Group, str], Tensor], queries: Sequence[FeatureQuery],
-                 finish: Callable[[List[Dict[str, Tensor]]], Any], timeout: Optional[float] = None) -> LookupFuture:
+                 finish: Callable[[List[Dict[str, Tensor]]], Any], timeout: Optional[float] = None,
+                 cache=None) -> LookupFuture:
     """Plans, issues every remote request, gathers local rows, and returns the pending lookup.
 
     Args:
@@ -236,15 +277,23 @@ def start_lookup(book, part: int, column: Callable[[Group, str], Tensor], querie
         queries: Validated queries.
         finish: Turns the per-query dicts into the caller's result (runs once, when complete).
         timeout: Seconds per remote call (default: ``init_rpc``'s ``call_timeout``).
+        cache: The store's :class:`~pyg_dist.store.cache.FeatureCache`, or ``None``.
     """
     from pyg_dist import rpc  # local import: the store module stays importable without an RPC world
 
-    plan = plan_lookup(book, part, queries)
+    plan = plan_lookup(book, part, queries, cache)
     pending = [_Pending(p, rpc.call_async(p, LOOKUP_OP, req, timeout=timeout), plan.slots[p])
-               for p, req in plan.requests.items()]  # every remote call first ...
-    out = [{name: gather_local(route, column(q.group, name)) for name in q.attr_names}
-           for q, route in zip(queries, plan.routes)]  # ... local rows meanwhile
+               for p, req in plan.requests.items()] if plan.requests else []  # every remote call first ...
+    out = [{name: _gather_here(route, column(q.group, name), hit, cache, q.group, name) for name in q.attr_names}
+           for q, route, hit in zip(queries, plan.routes, plan.cached)]  # ... local and cached rows meanwhile
     return LookupFuture(plan, out, pending, finish)
+
+
+def _gather_here(route: Route, col: Tensor, hit, cache, group, name: str) -> Tensor:
+    out = gather_local(route, col)
+    if hit is not None:
+        copy_rows(out, hit[0], cache.column(group, name), hit[1])
+    return out
 
 
 def check_timeout(where: str, timeout: Any) -> Optional[float]:
