@@ -238,22 +238,16 @@ def _open_everywhere(config: TrainConfig, ctx: DistContext):
 
 
 def _fill_cache(config: TrainConfig, ctx: DistContext, graph_store, feature_store) -> None:
-    """Fills this rank's remote-feature cache (every rank at once). With sampler workers the trainers
-    are not in an RPC world: they form one for the fill and leave it before the workers start."""
-    from pyg_dist import rpc
+    """Fills this rank's remote-feature cache (every rank at once): over RPC when the trainers are in the
+    RPC world, else (sampler workers) through the process group."""
     from pyg_dist.store.cache_fill import build_cache
 
-    def build():
-        return build_cache(graph_store, feature_store, config.cache_policy, cache_ratio=config.cache_ratio,
-                           num_neighbors=config.cache_num_neighbors, timeout=config.call_timeout)
-
-    if ctx.joins_rpc:
-        cache = build()
-    else:
-        fill_ctx = DistContext.from_env(ctx.num_partitions, num_workers=0, rpc_port=config.rpc_port)
-        serve_partition(graph_store, feature_store)
-        with rpc.rpc_session(fill_ctx, timeout=config.timeout, call_timeout=config.call_timeout):
-            cache = build()
+    if not ctx.joins_rpc and config.cache_policy == "presample":
+        raise InvalidArgumentError(_WHERE, "cache_policy", "presample", "'degree' with num_workers > 0 (the trainers "
+                                   "are not in an RPC world to sample warm-up batches), or a folder cache")
+    cache = build_cache(graph_store, feature_store, config.cache_policy, cache_ratio=config.cache_ratio,
+                        num_neighbors=config.cache_num_neighbors, timeout=config.call_timeout,
+                        transfer="rpc" if ctx.joins_rpc else "collective")
     feature_store.set_cache(cache)
     LOG.info("rank %d: feature cache %s", ctx.rank, cache)
 

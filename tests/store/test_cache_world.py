@@ -162,6 +162,9 @@ def _loader_rank(rank, world_size, root, runtime, report_dir):
     config = TrainConfig(root, num_workers=1, timeout=60, cache_ratio=0.3 if runtime else None)
     with dist_session(config) as env:
         mine = env.feature_store.cache
+        for t, e in mine.entries.items():  # filled through the process group (runtime) or read from the folder
+            want = original_attrs(data, t)
+            assert all(torch.equal(col, want[n][orig[t][e.ids]]) for n, col in e.cols.items()), t
         loader = DistNeighborLoader(env, FANOUT, input_nodes="train_mask", batch_size=32, num_workers=1,
                                     worker_init_fn=_ReportCache(path),
                                     **({"multiprocessing_context": "spawn"} if runtime else {}))

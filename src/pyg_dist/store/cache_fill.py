@@ -155,9 +155,10 @@ def cached_attrs(feature_store, attr_names: Optional[Sequence[str]]) -> Dict[str
 
 # ------------------------------------------------------------------------------------------- filling
 def fill_rows(feature_store, ids: Dict[str, Tensor], attrs: Dict[str, List[str]], share: bool = True,
-              timeout: Optional[float] = None) -> Dict[str, CacheEntry]:
+              timeout: Optional[float] = None, rows: bool = True) -> Dict[str, CacheEntry]:
     """Reads the rows of ``ids`` (sorted, remote-owned) into new tensors (shared memory with ``share``):
-    chunks of :data:`FILL_CHUNK_BYTES`, every type in one lookup per chunk (one request per owner)."""
+    chunks of :data:`FILL_CHUNK_BYTES`, every type in one lookup per chunk (one request per owner).
+    ``rows=False`` only allocates them."""
     entries = {}
     for t, v in ids.items():
         cols = {}
@@ -168,7 +169,7 @@ def fill_rows(feature_store, ids: Dict[str, Tensor], attrs: Dict[str, List[str]]
                 cols[n].share_memory_()
         entries[t] = CacheEntry(v.share_memory_() if share else v, cols)
     step = {t: max(1, FILL_CHUNK_BYTES // max(e.row_bytes, 1)) for t, e in entries.items()}
-    rounds = max([-(-e.ids.numel() // step[t]) for t, e in entries.items()] + [0])
+    rounds = max([-(-e.ids.numel() // step[t]) for t, e in entries.items()] + [0]) if rows else 0
     for r in range(rounds):
         chunk = {t: e.ids[r * step[t]:(r + 1) * step[t]] for t, e in entries.items()}
         chunk = {t: v for t, v in chunk.items() if v.numel()}
@@ -179,11 +180,51 @@ def fill_rows(feature_store, ids: Dict[str, Tensor], attrs: Dict[str, List[str]]
     return entries
 
 
+def fill_rows_collective(feature_store, ids: Dict[str, Tensor], attrs: Dict[str, List[str]],
+                         share: bool = True) -> Dict[str, CacheEntry]:
+    """Like :func:`fill_rows`, through the process group instead of RPC (every rank calls it at once): the
+    requests travel by ``all_gather_object``, the rows point to point from the lowest rank of each owner."""
+    import torch.distributed as dist
+    me = dist.get_rank()
+    owner = {t: feature_store.book.owner(t, v) for t, v in ids.items()}
+    want = {p: {t: v[owner[t] == p] for t, v in ids.items()} for p in range(feature_store.num_partitions)}
+    every: List = [None] * dist.get_world_size()
+    dist.all_gather_object(every, (feature_store.partition, want))
+    server = {}
+    for rank, (part, _) in enumerate(every):
+        server.setdefault(part, rank)
+    entries = fill_rows(feature_store, ids, attrs, share, rows=False)
+    ops, tag = [], 0
+    for rank, (_, asks) in enumerate(every):
+        for p in range(feature_store.num_partitions):
+            for t in sorted(attrs):
+                ask = asks[p].get(t)
+                sel = owner[t] == p if t in ids else None
+                for n in attrs[t]:
+                    tag += 1
+                    if server.get(p) == me and rank != me and ask is not None and ask.numel():
+                        rows = feature_store.book.to_local(t, ask)
+                        col = feature_store.get_tensor(t if feature_store.is_hetero else None, n)
+                        ops.append(dist.P2POp(dist.isend, col.index_select(0, rows).contiguous(), rank, tag=tag))
+                    if rank == me and sel is not None and bool(sel.any()):
+                        like = entries[t].cols[n]
+                        buf = torch.empty((int(sel.sum()),) + tuple(like.shape[1:]), dtype=like.dtype)
+                        ops.append(dist.P2POp(dist.irecv, buf, server[p], tag=tag))
+                        ops[-1].fill = (t, n, sel)  # type: ignore[attr-defined]
+    for req in (dist.batch_isend_irecv(ops) if ops else []):
+        req.wait()
+    for op in ops:
+        if hasattr(op, "fill"):
+            t, n, sel = op.fill
+            entries[t].cols[n][sel] = op.tensor
+    return entries
+
+
 def build_cache(graph_store, feature_store, policy: str = "degree", *, cache_ratio: Optional[float] = None,
                 cache_bytes: Optional[int] = None, attr_names: Optional[Sequence[str]] = None,
                 num_neighbors=None, input_nodes: Optional[Dict[str, Tensor]] = None, presample_batches: int = 20,
                 batch_size: int = 1024, seed: int = 0, share: bool = True, timeout: Optional[float] = None,
-                **sampler_kwargs) -> FeatureCache:
+                transfer: str = "rpc", **sampler_kwargs) -> FeatureCache:
     """Selects remote rows by ``policy`` within the budget and reads them (see the module docstring).
 
     Args:
@@ -201,6 +242,8 @@ def build_cache(graph_store, feature_store, policy: str = "degree", *, cache_rat
         seed: ``"presample"``: seed of the warm-up batches' seeds.
         share: Fill into shared memory (sampler workers map it instead of copying).
         timeout: Seconds per remote read.
+        transfer: ``"rpc"`` (lookups in this process's RPC world) or ``"collective"`` (through the
+            process group, every rank at once: trainers whose sampler workers hold the RPC world).
         **sampler_kwargs: ``"presample"``: more ``DistNeighborSampler`` arguments (e.g. ``time_attr``).
 
     Returns:
@@ -208,6 +251,10 @@ def build_cache(graph_store, feature_store, policy: str = "degree", *, cache_rat
         budget, rows, and the seconds spent selecting and filling.
     """
     check_choice(_WHERE, "policy", policy, POLICIES)
+    check_choice(_WHERE, "transfer", transfer, ("rpc", "collective"))
+    if policy == "presample" and transfer == "collective":
+        raise InvalidArgumentError(_WHERE, "policy", policy, "'degree' with transfer='collective' (presampling "
+                                   "samples remote hops over RPC)")
     if (cache_ratio is None) == (cache_bytes is None):
         raise InvalidArgumentError(_WHERE, "cache_ratio", cache_ratio, "a fraction in [0, 1] or cache_bytes, not both")
     if cache_ratio is not None and (isinstance(cache_ratio, bool) or not isinstance(cache_ratio, (int, float))
@@ -229,7 +276,8 @@ def build_cache(graph_store, feature_store, policy: str = "degree", *, cache_rat
                                    seed, **sampler_kwargs)
     chosen = {t: torch.sort(ranked[t][:rows[t]]).values for t in attrs if rows[t] and t in ranked}
     t1 = time.perf_counter()
-    entries = fill_rows(feature_store, chosen, attrs, share, timeout)
+    entries = fill_rows(feature_store, chosen, attrs, share, timeout) if transfer == "rpc" \
+        else fill_rows_collective(feature_store, chosen, attrs, share)
     info = {"policy": policy, "cache_ratio": cache_ratio, "cache_bytes": cache_bytes, "part": feature_store.partition,
             "select_seconds": round(t1 - t0, 3), "fill_seconds": round(time.perf_counter() - t1, 3)}
     return FeatureCache(entries, info)
