@@ -37,10 +37,12 @@ def load_graph(args) -> dict:
     return products_like_csr(args.scale, args.cache_dir, args.graph)
 
 
-def folder(args, method: str, parts: int) -> str:
-    """The cached partition folder of the benchmark graph (written on first use)."""
+def folder(args, method: str, parts: int, cache_ratio: float = 0.0) -> str:
+    """The cached partition folder of the benchmark graph (written on first use); with ``--folder-caches``
+    and a cache ratio, a folder whose partitioner wrote the feature and topology caches."""
     tag = os.path.basename(args.graph).rsplit(".", 1)[0] if args.graph else f"scale{args.scale:g}"
-    path = os.path.join(args.cache_dir, f"dist_{tag}_{method}{parts}")
+    written = bool(args.folder_caches and cache_ratio and parts > 1)
+    path = os.path.join(args.cache_dir, f"dist_{tag}_{method}{parts}" + (f"_topo{cache_ratio:g}" if written else ""))
     if os.path.exists(os.path.join(path, "META.json")):
         return path
     from torch_geometric.data import Data
@@ -54,7 +56,8 @@ def folder(args, method: str, parts: int) -> str:
                 x=torch.rand(n, args.dim, generator=gen), y=torch.randint(0, 47, (n,), generator=gen))
     del g, dst
     t0 = time.time()
-    Partitioner(data, parts, method=method, balance=False).save(path, overwrite=True, progress=False)
+    extra = {"cache_ratio": cache_ratio, "cache_topology": True} if written else {}
+    Partitioner(data, parts, method=method, balance=False, **extra).save(path, overwrite=True, progress=False)
     print(f"# partitioned {method}/{parts} in {time.time() - t0:.0f}s -> {path}", file=sys.stderr)
     return path
 
@@ -107,8 +110,8 @@ def bench_rank(rank: int, world_size: int, root: str, opts: dict) -> dict:
 
 def _fill_cache(gs, fs, opts) -> dict:
     """Fills this rank's remote-feature cache (``--cache-ratios``); returns its seconds and MB."""
-    if not opts["cache_ratio"]:
-        return {"seconds": 0.0, "mb": 0.0}
+    if not opts["cache_ratio"] or opts["folder_caches"]:  # none, or written by the partitioner: no fill
+        return {"seconds": 0.0, "mb": 0.0 if fs.cache is None else fs.cache.nbytes / 2 ** 20}
     from pyg_dist.store.cache_fill import build_cache
     t0 = time.perf_counter()
     cache = build_cache(gs, fs, opts["cache_policy"], cache_ratio=opts["cache_ratio"], num_neighbors=opts["fanouts"],
@@ -121,12 +124,12 @@ def run_config(args, method: str, parts: int, ranks: int = 0, cache_ratio: float
     """One row: ``ranks`` (default: ``parts``) processes over a ``parts``-way folder. ``parts=1`` with 2
     ranks = two independent whole-graph samplers at once (no RPC): this machine's ceiling for 2 ranks."""
     from pyg_dist.testing import spawn_world
-    root = folder(args, method, parts)
+    root = folder(args, method, parts, cache_ratio)
     ranks = ranks or parts
     opts = {"fanouts": args.fanouts, "batch_size": args.batch_size, "batches": args.batches,
             "warmup": args.warmup, "concurrency": args.concurrency, "mmap": args.mmap,
             "transport": args.transport, "num_partitions": parts, "cache_ratio": cache_ratio,
-            "cache_policy": args.cache_policy}
+            "cache_policy": args.cache_policy, "folder_caches": args.folder_caches}
     env = {"OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     import bench_dist  # spawned ranks import the function by module name (sys.path[0] = scripts/)
     res = spawn_world(ranks, bench_dist.bench_rank, root, opts, timeout=1800, env=env)
@@ -134,6 +137,8 @@ def run_config(args, method: str, parts: int, ranks: int = 0, cache_ratio: float
     total = {k: sum(r["stats"][k] for r in res) for k in res[0]["stats"]}
     b = max(total["batches"], 1)
     name = method if parts > 1 else ("whole graph" if ranks == 1 else "whole graph each, no RPC")
+    if args.folder_caches and cache_ratio and parts > 1:
+        name += " + topology cache"
     return {"method": name, "ranks": ranks, "bps": total["batches"] / wall,
             "local_nodes": total["nodes_local"] / max(total["nodes_local"] + total["nodes_remote"], 1),
             "local_feats": total["feature_rows_local"]
@@ -175,6 +180,9 @@ def main(argv=None) -> None:
     p.add_argument("--cache-ratios", type=float, nargs="+", default=[0.0],
                    help="remote-feature cache budgets (fraction of the partition's own feature bytes), one row each")
     p.add_argument("--cache-policy", choices=["degree", "presample"], default="degree")
+    p.add_argument("--folder-caches", action="store_true",
+                   help="caches written by the partitioner (feature + topology, degree policy; 0 s fill) instead of "
+                        "filled at start-up")
     p.add_argument("--repeats", type=int, default=2,
                    help="rounds over all configurations (interleaved, so machine drift hits every row); "
                         "each row reports its median round")

@@ -53,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-ratio", type=float, default=None,
                    help="also write each partition's remote-feature cache: the remote nodes with the most edges "
                         "into it, up to this fraction of its own feature bytes (e.g. 0.25)")
+    p.add_argument("--cache-topology", action="store_true",
+                   help="with --cache-ratio: also cache those nodes' in-edges (sampled here, not by their owner)")
     p.add_argument("--undirected", action=argparse.BooleanOptionalAction, default=None,
                    help="add every missing reverse edge (--no-undirected: keep edges as stored); "
                         "default: the dataset's convention, reported after loading")
@@ -157,7 +159,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"loaded {args.dataset}: {data}  ({t1 - t0:.1f} s)", flush=True)
         print(edges_note(args, data), flush=True)
         part = Partitioner(data, args.num_parts, args.method, balance=not args.no_balance,
-                           allow_nonfinite=args.allow_nonfinite, cache_ratio=args.cache_ratio, **method_opts)
+                           allow_nonfinite=args.allow_nonfinite, cache_ratio=args.cache_ratio,
+                           cache_topology=args.cache_topology, **method_opts)
         stats = part.save(args.out, overwrite=args.overwrite, progress=not args.quiet)
     except PyGDistError as e:
         print(f"pyg-dist-partition: error: {e}", file=sys.stderr)

@@ -59,6 +59,11 @@ def feature_cache_path(root, part: int) -> Path:
     return part_dir(root, part) / "feature_cache.pt"
 
 
+def topology_cache_path(root, part: int) -> Path:
+    """``part_<i>/topology_cache.pt``: in-edges of the cached remote nodes (``--cache-topology``)."""
+    return part_dir(root, part) / "topology_cache.pt"
+
+
 def node_map_path(root, ntype: NodeType, is_hetero: bool) -> Path:
     """Node id -> partition map of ``ntype``: ``node_map/<ntype>.pt`` (hetero) or ``node_map.pt``."""
     return Path(root) / "node_map" / f"{ntype}.pt" if is_hetero else Path(root) / "node_map.pt"

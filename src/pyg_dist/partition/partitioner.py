@@ -90,6 +90,8 @@ class Partitioner:
             nodes with the most edges into the partition, as many as this fraction of the partition's
             own feature bytes allows (``None``: no cache; see :mod:`pyg_dist.store.cache`). The stores
             use it with no RPC at start-up.
+        cache_topology: With ``cache_ratio``, also write the in-edges of the cached nodes
+            (``topology_cache.pt``): the sampler expands them here instead of asking their owner.
 
     Example:
         >>> from pyg_dist.datasets import synthetic_graph
@@ -102,13 +104,15 @@ class Partitioner:
     def __init__(self, data, num_parts: int, method: str = "metis", *, base_method: str = "metis",
                  sub_parts: int = 1, num_clusters: Optional[int] = None, seed: int = 0, ufactor: int = 30,
                  balance: bool = True, recursive: bool = False, allow_nonfinite: bool = False,
-                 cache_ratio: Optional[float] = None):
+                 cache_ratio: Optional[float] = None, cache_topology: bool = False):
         self.config = PartitionConfig(num_parts, method, base_method, sub_parts, num_clusters, seed,
                                       ufactor, balance, recursive)
         if cache_ratio is not None and (isinstance(cache_ratio, bool) or not isinstance(cache_ratio, (int, float))
                                         or not 0 < cache_ratio <= 1):
             raise InvalidArgumentError(_WHERE, "cache_ratio", cache_ratio, "None or a fraction in (0, 1]")
-        self.cache_ratio = cache_ratio
+        if not isinstance(cache_topology, bool) or (cache_topology and cache_ratio is None):
+            raise InvalidArgumentError(_WHERE, "cache_topology", cache_topology, "a bool, True only with cache_ratio")
+        self.cache_ratio, self.cache_topology = cache_ratio, cache_topology
         if not isinstance(allow_nonfinite, bool):
             raise InvalidArgumentError(_WHERE, "allow_nonfinite", allow_nonfinite, "a bool")
         self.graph: TypedGraph = typed_graph(data)
@@ -157,7 +161,8 @@ class Partitioner:
             write_parts(tmp, g, nodes, edges, c.num_parts, c.method == "hybrid", progress)
             fingerprint = uuid.uuid4().hex
             if self.cache_ratio is not None:
-                write_caches(tmp, g, nodes, edges, c.num_parts, float(self.cache_ratio), fingerprint)
+                write_caches(tmp, g, nodes, edges, c.num_parts, float(self.cache_ratio), fingerprint,
+                             self.cache_topology and c.method != "hybrid")
             write_stamps(tmp, fingerprint, nodes, edges, c.num_parts, c.method == "hybrid")
             write_maps(tmp, g, nodes, edges, c.num_parts)
             clock.start("stats")
@@ -187,7 +192,7 @@ class Partitioner:
             "edge_feat_keys": {"__".join(et): sorted(a) for et, a in g.edge_attrs.items()},
             "graph_attrs": g.graph_attrs, "stats": stats,
             "feature_cache": None if self.cache_ratio is None
-            else {"policy": "degree", "cache_ratio": self.cache_ratio},
+            else {"policy": "degree", "cache_ratio": self.cache_ratio, "topology": self.cache_topology},
         }
         return M.PartitionMeta(
             root=Path(root), num_parts=c.num_parts, node_types=g.node_types, edge_types=g.edge_types,

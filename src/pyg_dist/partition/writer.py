@@ -168,10 +168,11 @@ def write_maps(root: Path, g: TypedGraph, nodes: Dict[NodeType, NodeOrder],
 
 
 def write_caches(root: Path, g: TypedGraph, nodes: Dict[NodeType, NodeOrder], edges: Dict[EdgeType, EdgeOrder],
-                 num_parts: int, cache_ratio: float, fingerprint: str) -> None:
+                 num_parts: int, cache_ratio: float, fingerprint: str, topology: bool = False) -> None:
     """``part_<i>/feature_cache.pt``: per node type the remote nodes with the most edges into partition
     ``i``'s owned nodes (policy ``"degree"``), as many as ``cache_ratio`` of the partition's own bytes of
-    the cached attributes allow, with their rows (see :mod:`pyg_dist.store.cache`)."""
+    the cached attributes allow, with their rows (see :mod:`pyg_dist.store.cache`). With ``topology``
+    also ``part_<i>/topology_cache.pt``: the in-edges of those nodes (:func:`topology_entries`)."""
     from pyg_dist.store.cache import CacheEntry, FeatureCache
     from pyg_dist.store.cache_fill import DEFAULT_ATTRS, rank_by_count, rows_within, source_counts
     for p in range(num_parts):
@@ -193,3 +194,16 @@ def write_caches(root: Path, g: TypedGraph, nodes: Dict[NodeType, NodeOrder], ed
             entries[t] = CacheEntry(ids, {k: _take(v, orig) for k, v in cols.items()})
         info = {"policy": "degree", "cache_ratio": cache_ratio, "part": p, "fingerprint": fingerprint}
         FeatureCache(entries, info).save(M.feature_cache_path(root, p))
+        if topology:
+            topo = {M.edge_type_str(et): topology_entries(eo, entries[et[2]].ids)
+                    for et, eo in edges.items() if et[2] in entries}
+            _save({"info": info, "types": topo}, M.topology_cache_path(root, p))
+
+
+def topology_entries(eo: EdgeOrder, ids: Tensor) -> Dict[str, Tensor]:
+    """The in-edges of destinations ``ids`` (sorted), in the owner's order: ``ids``, ``count`` per id,
+    ``row`` (global sources) and ``edge_id`` (global edge ids), grouped by destination."""
+    starts, counts = eo.colptr.index_select(0, ids), eo.colptr.index_select(0, ids + 1) - eo.colptr.index_select(0, ids)
+    offsets = torch.cumsum(counts, 0) - counts
+    pos = torch.repeat_interleave(starts - offsets, counts) + torch.arange(int(counts.sum()))
+    return {"ids": ids, "count": counts, "row": eo.row.index_select(0, pos), "edge_id": pos}

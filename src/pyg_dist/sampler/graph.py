@@ -38,6 +38,8 @@ class SamplingGraph:
             (``dst_range`` spans all nodes but only owned ones have edges: the book decides).
         node_time: Per node type with node time, the time of every node (index = global id).
         book: The partition book.
+        topo: Per edge type, cached in-edges of some remote destinations: a CSC indexed by global
+            destination id and the mask of those ids (sampled here instead of by their owner).
     """
     partition: int
     node_types: List[NodeType]
@@ -48,6 +50,7 @@ class SamplingGraph:
     local_range: Dict[EdgeType, Optional[Tuple[int, int]]]
     node_time: Dict[NodeType, Tensor]
     book: Union[PartitionBook, DensePartitionBook]
+    topo: Dict[EdgeType, Tuple[CSC, Tensor]] = dataclasses.field(default_factory=dict)
 
     @staticmethod
     def in_memory(node_types: List[NodeType], edge_types: List[EdgeType], num_nodes: Dict[NodeType, int],
@@ -72,7 +75,8 @@ class SamplingGraph:
         return SamplingGraph(graph_store.partition, nts, ets, dict(meta.num_nodes),
                              {et: graph_store.local_csc(pub_e(et)) for et in ets}, dst_range,
                              {et: dst_range[et] if by_range else None for et in ets},
-                             {t: v for t, v in node_time.items() if v is not None}, graph_store.book)
+                             {t: v for t, v in node_time.items() if v is not None}, graph_store.book,
+                             dict(graph_store.topology_cache()))
 
     @property
     def is_whole(self) -> bool:

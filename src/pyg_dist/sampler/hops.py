@@ -18,6 +18,7 @@ sent along with remote tasks; the kernel draws seed ``v``'s neighbours from the 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -115,7 +116,7 @@ async def _run_hop(graph: SamplingGraph, opts: HopOptions, tasks: List[HopTask],
                    stats) -> List[int]:
     """One hop of every task; returns the number of edges each added to the batch."""
     plan = plan_hop(tasks, graph, opts.request_template())
-    if not plan.requests:
+    if plan.all_local:
         counts = [_fused(graph, opts, t, rows, lo, b) for t, rows, lo in zip(tasks, plan.rows, starts)]
         if stats is not None:
             stats.record_hop(plan, 0, 0)
@@ -125,8 +126,10 @@ async def _run_hop(graph: SamplingGraph, opts: HopOptions, tasks: List[HopTask],
     template = opts.request_template()
     local = [sample_task(graph, t, template, rows, _pick(t.seed_time, r.local_pos), _pick(t.batch, r.local_pos),
                          opts.backend) for t, r, rows in zip(tasks, plan.routes, plan.rows)]
+    cached = [None if pos is None else _sample_cached(graph, t, template, pos, opts.backend)
+              for t, pos in zip(tasks, plan.cached)]
     replies = dict(zip(futures, await asyncio.gather(*futures.values())))
-    merged = _merge(plan, local, replies)
+    merged = _merge(plan, local, replies, cached)
     if stats is not None:
         stats.record_hop(plan, sum(tensor_bytes(r) for r in plan.requests.values()),
                          sum(tensor_bytes(r) for r in replies.values()))
@@ -134,13 +137,26 @@ async def _run_hop(graph: SamplingGraph, opts: HopOptions, tasks: List[HopTask],
             for t, res, lo in zip(tasks, merged, starts)]
 
 
-def _merge(plan: HopPlan, local: Sequence[OneHop], replies: Dict[int, OneHopReply]) -> List[OneHop]:
+def _sample_cached(graph: SamplingGraph, task: HopTask, req: OneHopRequest, pos: Tensor, backend: str) -> OneHop:
+    """Samples the remote seeds at ``pos`` from the topology cache (its CSC is indexed by global id, so
+    every seed draws from the same stream as on its owner: the same neighbours)."""
+    return one_hop(graph.topo[task.edge_type][0], task.seeds.index_select(0, pos), task.num_neighbors,
+                   replace=req.replace, backend=backend, key=task.key, seed_batch=_pick(task.batch, pos))
+
+
+def _merge(plan: HopPlan, local: Sequence[OneHop], replies: Dict[int, OneHopReply],
+           cached: Sequence[Optional[OneHop]]) -> List[OneHop]:
     per_task: List[Dict[int, OneHop]] = [{} for _ in local]
     for p, reply in replies.items():
         check_answers(p, "one-hop tasks", len(reply.results), len(plan.slots[p]))
         for ti, res in zip(plan.slots[p], reply.results):
             per_task[ti][p] = res
-    return [merge_segments(route, loc, rem) for route, loc, rem in zip(plan.routes, local, per_task)]
+    routes = list(plan.routes)
+    for ti, (pos, hop) in enumerate(zip(plan.cached, cached)):
+        if pos is not None and hop is not None:  # the cache's share merges like one more partition's
+            per_task[ti][-1] = hop
+            routes[ti] = dataclasses.replace(routes[ti], remote={**routes[ti].remote, -1: pos})
+    return [merge_segments(route, loc, rem) for route, loc, rem in zip(routes, local, per_task)]
 
 
 # ----------------------------------------------------------------------------------------- K hops

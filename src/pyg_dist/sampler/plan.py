@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
+import torch
 from torch import Tensor
 
 from pyg_dist.sampler.graph import SamplingGraph
@@ -40,15 +41,27 @@ class HopPlan:
         rows: Per task, the CSC rows (``id - dst_start``) of the seeds sampled here.
         requests: Remote partition -> the request it gets.
         slots: Remote partition -> the task index of each entry of its request's ``tasks``.
+        cached: Per task, positions of remote-owned seeds whose in-edges the topology cache holds
+            (sampled here; not in ``routes[i].remote``), or ``None``.
     """
     routes: List[Route]
     rows: List[Tensor]
     requests: Dict[int, OneHopRequest]
     slots: Dict[int, List[int]]
+    cached: List[Optional[Tensor]]
+
+    @property
+    def num_cached_seeds(self) -> int:
+        return sum(c.numel() for c in self.cached if c is not None)
 
     @property
     def num_remote_seeds(self) -> int:
-        return sum(r.num_remote for r in self.routes)
+        return sum(r.num_remote for r in self.routes) - self.num_cached_seeds
+
+    @property
+    def all_local(self) -> bool:
+        """Every seed is sampled from the partition's own CSC (the fused kernel can run)."""
+        return not self.requests and not self.num_cached_seeds
 
 
 def _route(graph: SamplingGraph, task: HopTask) -> Route:
@@ -76,9 +89,29 @@ def plan_hop(tasks: Sequence[HopTask], graph: SamplingGraph, template: OneHopReq
         template: Request options (``replace``, ``temporal_strategy``, ...) copied into each request.
     """
     routes = [_route(graph, t) for t in tasks]
+    cached: List[Optional[Tensor]] = [None] * len(routes)
+    if graph.topo and not template.weighted and template.time_level is None:  # the cache holds plain edges
+        for i, t in enumerate(tasks):
+            if routes[i].remote and t.edge_type in graph.topo:
+                routes[i], cached[i] = _split_cached(graph.topo[t.edge_type][1], t, routes[i])
     shares, slots = group_by_partition(routes, lambda i, pos: tasks[i].subset(pos))
     requests = {p: dataclasses.replace(template, partition=p, tasks=tuple(ts)) for p, ts in shares.items()}
-    return HopPlan(routes, [_csc_rows(graph, t, r) for t, r in zip(tasks, routes)], requests, slots)
+    return HopPlan(routes, [_csc_rows(graph, t, r) for t, r in zip(tasks, routes)], requests, slots, cached)
+
+
+def _split_cached(mask: Tensor, task: HopTask, route: Route) -> Tuple[Route, Optional[Tensor]]:
+    """The route without the remote seeds the topology cache holds, and their positions."""
+    remote, hits = {}, []
+    for p, pos in route.remote.items():
+        hit = mask.index_select(0, task.seeds.index_select(0, pos))
+        if bool(hit.any()):
+            hits.append(pos[hit])
+            pos = pos[~hit]
+        if pos.numel():
+            remote[p] = pos
+    if not hits:
+        return route, None
+    return dataclasses.replace(route, remote=remote), torch.cat(hits) if len(hits) > 1 else hits[0]
 
 
 __all__ = ["HopPlan", "plan_hop"]

@@ -20,6 +20,8 @@ class SamplerStats:
     Attributes:
         batches: Batches sampled.
         hop_seeds_local / hop_seeds_remote: Frontier nodes expanded here / by a remote partition.
+        hop_seeds_cached: Remote-owned frontier nodes expanded here from the topology cache (also
+            counted in ``hop_seeds_local``).
         remote_sampling_rounds: Hops that sent at least one remote one-hop request.
         sampling_requests: One-hop requests sent (at most one per remote partition and hop).
         nodes_local / nodes_remote: Sampled nodes (output node lists) owned here / elsewhere.
@@ -31,6 +33,7 @@ class SamplerStats:
     batches: int = 0
     hop_seeds_local: int = 0
     hop_seeds_remote: int = 0
+    hop_seeds_cached: int = 0
     remote_sampling_rounds: int = 0
     sampling_requests: int = 0
     nodes_local: int = 0
@@ -46,6 +49,7 @@ class SamplerStats:
         """Adds one hop's routing (a :class:`~pyg_dist.sampler.plan.HopPlan`) and payload bytes."""
         remote = plan.num_remote_seeds
         self.hop_seeds_remote += remote
+        self.hop_seeds_cached += plan.num_cached_seeds
         self.hop_seeds_local += sum(r.size for r in plan.routes) - remote
         self.sampling_requests += len(plan.requests)
         self.remote_sampling_rounds += bool(plan.requests)

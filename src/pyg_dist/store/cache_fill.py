@@ -174,8 +174,8 @@ def fill_rows(feature_store, ids: Dict[str, Tensor], attrs: Dict[str, List[str]]
         chunk = {t: e.ids[r * step[t]:(r + 1) * step[t]] for t, e in entries.items()}
         chunk = {t: v for t, v in chunk.items() if v.numel()}
         got = feature_store.lookup_many_async(chunk, {t: attrs[t] for t in chunk}, timeout=timeout).wait()
-        for t, rows in got.items():
-            for n, value in rows.items():
+        for t, values in got.items():
+            for n, value in values.items():
                 entries[t].cols[n][r * step[t]:r * step[t] + value.size(0)] = value
     return entries
 
@@ -190,7 +190,7 @@ def fill_rows_collective(feature_store, ids: Dict[str, Tensor], attrs: Dict[str,
     want = {p: {t: v[owner[t] == p] for t, v in ids.items()} for p in range(feature_store.num_partitions)}
     every: List = [None] * dist.get_world_size()
     dist.all_gather_object(every, (feature_store.partition, want))
-    server = {}
+    server: Dict[int, int] = {}
     for rank, (part, _) in enumerate(every):
         server.setdefault(part, rank)
     entries = fill_rows(feature_store, ids, attrs, share, rows=False)

@@ -34,6 +34,36 @@ def _sampling_csc(root, part: int, et, g: GraphPart) -> CSC:
         raise PartitionFormatError(M.graph_path(root, part), str(e)) from None
 
 
+def _topology_cache(data: PartitionData, mmap: bool) -> Dict[Tuple[str, str, str], Tuple[CSC, Tensor]]:
+    """``part_<i>/topology_cache.pt`` (in-edges of cached remote destinations), per edge type as a CSC over
+    every destination id (only cached ones have edges) and a mask of the cached ids; ``{}`` without one."""
+    from pyg_dist._types import str_edge_type
+    path = M.topology_cache_path(data.meta.root, data.part)
+    if not (data.meta.is_native and path.is_file()):
+        return {}
+    try:
+        raw = torch.load(path, mmap=mmap, weights_only=True)
+        info, types = raw["info"], raw["types"]
+    except (OSError, RuntimeError, KeyError, TypeError, ValueError) as e:
+        raise PartitionFormatError(path, f"unreadable topology cache ({type(e).__name__}: {e})") from None
+    if info.get("fingerprint") != data.meta.extra.get("fingerprint") or info.get("part") != data.part:
+        raise PartitionFormatError(path, "topology cache of another partitioning or partition")
+    out = {}
+    for key, entry in types.items():
+        et = str_edge_type(key)
+        n = data.meta.num_nodes[et[2]]
+        colptr = torch.zeros(n + 1, dtype=torch.int64)
+        colptr[entry["ids"] + 1] = entry["count"]
+        mask = torch.zeros(n, dtype=torch.bool)
+        mask[entry["ids"]] = True
+        try:
+            csc = CSC(torch.cumsum(colptr, 0), entry["row"], entry["edge_id"]).validate(f"topology cache {key}")
+        except InvalidArgumentError as err:
+            raise PartitionFormatError(path, str(err)) from None
+        out[et] = (csc, mask)
+    return out
+
+
 class LocalGraphStore(PartitionStoreMixin, GraphStore):
     """PyG ``GraphStore`` over one partition; every id it returns is a GLOBAL id.
 
@@ -50,6 +80,7 @@ class LocalGraphStore(PartitionStoreMixin, GraphStore):
         self._parts: Dict[Tuple[str, str, str], GraphPart] = dict(data.graph)
         self._csc = {e: _sampling_csc(data.meta.root, data.part, e, g) for e, g in self._parts.items()}
         self._node_time: Dict[str, Tensor] = dict(data.full_node_time)
+        self._topo = _topology_cache(data, mmap)
 
     # ------------------------------------------------------------------ description
     @property
@@ -91,6 +122,11 @@ class LocalGraphStore(PartitionStoreMixin, GraphStore):
     def graph_part(self, edge_type=None) -> GraphPart:
         """The partition's raw :class:`~pyg_dist.partition.GraphPart` of ``edge_type``."""
         return self._parts[self._etype("graph_part", edge_type)]
+
+    def topology_cache(self) -> Dict[Tuple[str, str, str], Tuple[CSC, Tensor]]:
+        """Per edge type, the in-edges of cached remote destinations (a CSC indexed by global destination id)
+        and the mask of those ids; empty without ``topology_cache.pt`` (``--cache-topology``)."""
+        return self._topo
 
     def node_time(self, node_type: Optional[str] = None) -> Optional[Tensor]:
         """Time of EVERY node of ``node_type`` (index = global id), or ``None`` without node time."""
