@@ -37,11 +37,10 @@ def load_graph(args) -> dict:
     return products_like_csr(args.scale, args.cache_dir, args.graph)
 
 
-def folder(args, method: str, parts: int, cache_ratio: float = 0.0) -> str:
-    """The cached partition folder of the benchmark graph (written on first use); with ``--folder-caches``
-    and a cache ratio, a folder whose partitioner wrote the feature and topology caches."""
+def folder(args, method: str, parts: int, cache_ratio: float = 0.0, written: bool = False) -> str:
+    """The cached partition folder of the benchmark graph (written on first use); ``written``: a folder
+    whose partitioner also wrote the feature and topology caches of ``cache_ratio``."""
     tag = os.path.basename(args.graph).rsplit(".", 1)[0] if args.graph else f"scale{args.scale:g}"
-    written = bool(args.folder_caches and cache_ratio and parts > 1)
     path = os.path.join(args.cache_dir, f"dist_{tag}_{method}{parts}" + (f"_topo{cache_ratio:g}" if written else ""))
     if os.path.exists(os.path.join(path, "META.json")):
         return path
@@ -120,16 +119,16 @@ def _fill_cache(gs, fs, opts) -> dict:
     return {"seconds": time.perf_counter() - t0, "mb": cache.nbytes / 2 ** 20}
 
 
-def run_config(args, method: str, parts: int, ranks: int = 0, cache_ratio: float = 0.0) -> dict:
+def run_config(args, method: str, parts: int, ranks: int = 0, cache_ratio: float = 0.0, written: bool = False) -> dict:
     """One row: ``ranks`` (default: ``parts``) processes over a ``parts``-way folder. ``parts=1`` with 2
     ranks = two independent whole-graph samplers at once (no RPC): this machine's ceiling for 2 ranks."""
     from pyg_dist.testing import spawn_world
-    root = folder(args, method, parts, cache_ratio)
+    root = folder(args, method, parts, cache_ratio, written)
     ranks = ranks or parts
     opts = {"fanouts": args.fanouts, "batch_size": args.batch_size, "batches": args.batches,
             "warmup": args.warmup, "concurrency": args.concurrency, "mmap": args.mmap,
             "transport": args.transport, "num_partitions": parts, "cache_ratio": cache_ratio,
-            "cache_policy": args.cache_policy, "folder_caches": args.folder_caches}
+            "cache_policy": args.cache_policy, "folder_caches": written}
     env = {"OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     import bench_dist  # spawned ranks import the function by module name (sys.path[0] = scripts/)
     res = spawn_world(ranks, bench_dist.bench_rank, root, opts, timeout=1800, env=env)
@@ -137,7 +136,7 @@ def run_config(args, method: str, parts: int, ranks: int = 0, cache_ratio: float
     total = {k: sum(r["stats"][k] for r in res) for k in res[0]["stats"]}
     b = max(total["batches"], 1)
     name = method if parts > 1 else ("whole graph" if ranks == 1 else "whole graph each, no RPC")
-    if args.folder_caches and cache_ratio and parts > 1:
+    if written:
         name += " + topology cache"
     return {"method": name, "ranks": ranks, "bps": total["batches"] / wall,
             "local_nodes": total["nodes_local"] / max(total["nodes_local"] + total["nodes_remote"], 1),
@@ -181,14 +180,16 @@ def main(argv=None) -> None:
                    help="remote-feature cache budgets (fraction of the partition's own feature bytes), one row each")
     p.add_argument("--cache-policy", choices=["degree", "presample"], default="degree")
     p.add_argument("--folder-caches", action="store_true",
-                   help="caches written by the partitioner (feature + topology, degree policy; 0 s fill) instead of "
-                        "filled at start-up")
+                   help="also rows with caches written by the partitioner (feature + topology, degree policy; 0 s "
+                        "fill) for every non-zero cache ratio")
     p.add_argument("--repeats", type=int, default=2,
                    help="rounds over all configurations (interleaved, so machine drift hits every row); "
                         "each row reports its median round")
     args = p.parse_args(argv)
-    configs = [("random", 1, 1, 0.0), ("random", 1, 2, 0.0)] + [(m, 2, 2, r) for m in args.methods
-                                                                 for r in args.cache_ratios]
+    configs = [("random", 1, 1, 0.0, False), ("random", 1, 2, 0.0, False)]
+    for m in args.methods:
+        configs += [(m, 2, 2, r, False) for r in args.cache_ratios]
+        configs += [(m, 2, 2, r, True) for r in args.cache_ratios if r and args.folder_caches and m != "hybrid"]
     rounds = [[run_config(args, *c) for c in configs] for _ in range(max(1, args.repeats))]
     rows = [median_row([r[i] for r in rounds]) for i in range(len(configs))]
     base, ceiling = rows[0]["bps"], rows[1]["bps"]
