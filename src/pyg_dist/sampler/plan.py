@@ -21,15 +21,15 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence
 
-import torch
 from torch import Tensor
 
 from pyg_dist.sampler.graph import SamplingGraph
 from pyg_dist.sampler.messages import HopTask, OneHopRequest
-from pyg_dist.store.routing import Route, group_by_partition, route_ids
+from pyg_dist.store.routing import Route, divert_remote, group_by_partition, route_ids
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,11 @@ def _csc_rows(graph: SamplingGraph, task: HopTask, route: Route) -> Tensor:
     return ids - graph.dst_range[et][0]
 
 
+def _held(mask: Tensor, seeds: Tensor, pos: Tensor) -> Tensor:
+    """Whether the topology cache holds the seeds at ``pos``."""
+    return mask.index_select(0, seeds.index_select(0, pos))
+
+
 def plan_hop(tasks: Sequence[HopTask], graph: SamplingGraph, template: OneHopRequest) -> HopPlan:
     """Routes every task of a hop and groups the remote seeds into one request per partition (pure).
 
@@ -93,25 +98,11 @@ def plan_hop(tasks: Sequence[HopTask], graph: SamplingGraph, template: OneHopReq
     if graph.topo and not template.weighted and template.time_level is None:  # the cache holds plain edges
         for i, t in enumerate(tasks):
             if routes[i].remote and t.edge_type in graph.topo:
-                routes[i], cached[i] = _split_cached(graph.topo[t.edge_type][1], t, routes[i])
+                held = functools.partial(_held, graph.topo[t.edge_type][1], t.seeds)
+                routes[i], cached[i] = divert_remote(routes[i], held)
     shares, slots = group_by_partition(routes, lambda i, pos: tasks[i].subset(pos))
     requests = {p: dataclasses.replace(template, partition=p, tasks=tuple(ts)) for p, ts in shares.items()}
     return HopPlan(routes, [_csc_rows(graph, t, r) for t, r in zip(tasks, routes)], requests, slots, cached)
-
-
-def _split_cached(mask: Tensor, task: HopTask, route: Route) -> Tuple[Route, Optional[Tensor]]:
-    """The route without the remote seeds the topology cache holds, and their positions."""
-    remote, hits = {}, []
-    for p, pos in route.remote.items():
-        hit = mask.index_select(0, task.seeds.index_select(0, pos))
-        if bool(hit.any()):
-            hits.append(pos[hit])
-            pos = pos[~hit]
-        if pos.numel():
-            remote[p] = pos
-    if not hits:
-        return route, None
-    return dataclasses.replace(route, remote=remote), torch.cat(hits) if len(hits) > 1 else hits[0]
 
 
 __all__ = ["HopPlan", "plan_hop"]

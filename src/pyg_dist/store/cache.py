@@ -130,7 +130,7 @@ class FeatureCache:
         slot = self.slots(group, ids)
         hit = slot >= 0
         hit_pos, miss_pos = hit.nonzero().view(-1), (~hit).nonzero().view(-1)
-        self._count(group, hit_pos.numel(), miss_pos.numel())
+        self.count(group, hit_pos.numel(), miss_pos.numel())
         return hit_pos, slot.index_select(0, hit_pos), miss_pos
 
     def lookup(self, ids: Tensor, group: str = HOMO_NODE,
@@ -154,7 +154,8 @@ class FeatureCache:
         """The cached rows of one attribute (row ``i`` belongs to ``entries[group].ids[i]``)."""
         return self.entries[group].cols[name]
 
-    def _count(self, group: str, hits: int, misses: int) -> None:
+    def count(self, group: str, hits: int, misses: int) -> None:
+        """Adds ``hits`` rows answered here and ``misses`` fetched remotely to :attr:`stats`."""
         s = self.stats
         s.hits[group] = s.hits.get(group, 0) + hits
         s.misses[group] = s.misses.get(group, 0) + misses

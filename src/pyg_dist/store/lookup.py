@@ -18,7 +18,6 @@ Example (one partition: everything is local, no RPC needed):
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -30,7 +29,15 @@ from pyg_dist._types import EdgeType, NodeType
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
 from pyg_dist.ops.rows import copy_rows
 from pyg_dist.store.buffers import empty_rows, gather_rows
-from pyg_dist.store.routing import Route, check_answers, group_by_partition, owned_rows, route_ids, scatter_row_chunks
+from pyg_dist.store.routing import (
+    Route,
+    check_answers,
+    divert_remote,
+    group_by_partition,
+    owned_rows,
+    route_ids,
+    scatter_row_chunks,
+)
 
 Group = Union[NodeType, EdgeType]
 #: Name of the callee that serves remote lookups (registered by ``LocalFeatureStore.serve``).
@@ -123,15 +130,17 @@ def plan_lookup(book, part: int, queries: Sequence[FeatureQuery], cache=None) ->
 
 def _split_cached(cache, q: FeatureQuery, route: Route) -> Tuple[Route, Optional[Tuple[Tensor, Tensor]]]:
     """The route without the positions the cache answers, and those positions with their cache rows."""
-    pos = torch.cat(list(route.remote.values())) if len(route.remote) > 1 else next(iter(route.remote.values()))
-    hit, rows, _ = cache.split(q.group, q.ids.index_select(0, pos))
-    if not hit.numel():
-        return route, None
-    cached = torch.zeros(route.size, dtype=torch.bool)
-    cached[pos.index_select(0, hit)] = True
-    remote = {p: v[~cached.index_select(0, v)] for p, v in route.remote.items()}
-    return dataclasses.replace(route, remote={p: v for p, v in remote.items() if v.numel()}), \
-        (pos.index_select(0, hit), rows)
+    slots: List[Tensor] = []
+
+    def cached(pos: Tensor) -> Tensor:
+        slot = cache.slots(q.group, q.ids.index_select(0, pos))
+        hit = slot >= 0
+        slots.append(slot[hit])
+        return hit
+    route, hit_pos = divert_remote(route, cached)
+    hits = 0 if hit_pos is None else hit_pos.numel()
+    cache.count(q.group, hits, sum(v.numel() for v in route.remote.values()))
+    return route, None if hit_pos is None else (hit_pos, torch.cat(slots))
 
 
 # -------------------------------------------------------------------------------------- serving side

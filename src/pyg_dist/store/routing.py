@@ -17,6 +17,7 @@ Example:
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
@@ -118,6 +119,23 @@ def _route_by_range(book, group, ids: Tensor, local_range: Tuple[int, int], id_r
     return Route(ids.numel(), local_pos, ids.index_select(0, local_pos) - start, remote)
 
 
+def divert_remote(route: Route, taken: Callable[[Tensor], Tensor]) -> Tuple[Route, Optional[Tensor]]:
+    """Takes the remote positions that ``taken(positions)`` (a bool mask, called once per remote partition)
+    marks out of ``route.remote`` (a cache answers them here). Returns the route that asks for the rest,
+    and the taken positions in partition order (``None`` when none was taken)."""
+    remote, hits = {}, []
+    for p, pos in route.remote.items():
+        hit = taken(pos)
+        if bool(hit.any()):
+            hits.append(pos[hit])
+            pos = pos[~hit]
+        if pos.numel():
+            remote[p] = pos
+    if not hits:
+        return route, None
+    return dataclasses.replace(route, remote=remote), torch.cat(hits) if len(hits) > 1 else hits[0]
+
+
 def group_by_partition(routes: Sequence[Route], share: Callable[[int, Tensor], T]
                        ) -> Tuple[Dict[int, List[T]], Dict[int, List[int]]]:
     """Per remote partition, ``share(i, positions)`` of every route ``i`` it answers, and those ``i``.
@@ -176,5 +194,5 @@ def scatter_row_chunks(out: Tensor, pos: Tensor, chunks: Sequence[Tensor]) -> Te
     return out
 
 
-__all__ = ["Route", "owned_rows", "route_ids", "group_by_partition", "check_answers", "merge_segments",
+__all__ = ["Route", "owned_rows", "route_ids", "divert_remote", "group_by_partition", "check_answers", "merge_segments",
            "scatter_row_chunks"]
