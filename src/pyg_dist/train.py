@@ -182,6 +182,8 @@ def init_process_group(ctx: DistContext, backend: str, timeout: float) -> None:
 
     if dist.is_initialized():
         return
+    from pyg_dist.rpc.iface import apply_ifname
+    apply_ifname()  # gloo binds $PYG_DIST_IFNAME's interface
     if "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:  # a plain `python script.py`
         os.environ.setdefault("MASTER_ADDR", ctx.master_addr)
         os.environ.setdefault("MASTER_PORT", str(ctx.master_port))

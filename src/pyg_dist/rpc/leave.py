@@ -35,8 +35,12 @@ def rpc_port(ctx: DistContext) -> int:
 
 
 def _listen_on(addr: str, port: int):
-    """A listening socket bound to ``addr`` only (the interface that reaches it), never all interfaces."""
+    """A listening socket bound to ``addr`` only (the interface that reaches it; ``$PYG_DIST_IFNAME``'s
+    address when set), never all interfaces."""
     import socket
+
+    from .iface import listen_address
+    addr = listen_address(addr)
     family, kind, proto, _, sockaddr = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM)[0]
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

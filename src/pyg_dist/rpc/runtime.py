@@ -143,6 +143,8 @@ def _start_torch_rpc(ctx: DistContext, name: str, timeout: float, call_timeout: 
                            "pip install numpy")
     if ctx.hosts_rpc_store and not leave.is_hosting(ctx):
         check_port_free(leave.rpc_port(ctx))
+    from .iface import apply_ifname
+    apply_ifname()
     method = ctx.rpc_init_method
     opts = rpc.TensorPipeRpcBackendOptions(init_method=method, rpc_timeout=call_timeout,
                                            num_worker_threads=num_threads, **_transport_kwargs())
