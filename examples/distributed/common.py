@@ -67,7 +67,25 @@ def base_parser(doc: str) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-steps", type=int, default=0, help="stop each epoch after this many batches (0: all)")
     p.add_argument("--quiet", action="store_true", help="no progress bars, no start-up messages")
+    p.add_argument("--checkpoint-dir", default=None,
+                   help="write checkpoints here; a run started on a folder holding one resumes from it exactly")
+    p.add_argument("--checkpoint-every", type=int, default=None, help="checkpoint every this many steps")
+    p.add_argument("--checkpoint-interval", type=float, default=None,
+                   help="checkpoint every this many seconds (default 60 when --checkpoint-every is not given)")
     return p
+
+
+def checkpoint_config(args: argparse.Namespace) -> dict:
+    """The ``TrainConfig`` arguments of ``--checkpoint-*``."""
+    return {"checkpoint_dir": args.checkpoint_dir, "checkpoint_every": args.checkpoint_every,
+            "checkpoint_interval": args.checkpoint_interval}
+
+
+def resume(env, ckpt) -> None:
+    """Resumes from ``--checkpoint-dir``'s last complete checkpoint, if any, and says so on rank 0."""
+    if ckpt.resume():
+        print0(env, f"resumed from {ckpt.resumed_from} at epoch {ckpt.epoch}, batch {ckpt.batch} "
+                    f"(step {ckpt.global_step})")
 
 
 def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.Namespace:
@@ -94,16 +112,19 @@ def print0(env, line: str) -> None:
     LOG.info(line)
 
 
-def steps(loader, max_steps: Optional[int], desc: str = "", quiet: bool = False):
+def steps(loader, max_steps: Optional[int], desc: str = "", quiet: bool = False, start: int = 0):
     """``(bar, batches)``: iterates ``loader`` (stopping after ``max_steps`` batches when set, every
-    rank alike) inside a progress bar on rank 0 (``bar.set_postfix(loss=...)`` shows the loss)."""
+    rank alike) inside a progress bar on rank 0 (``bar.set_postfix(loss=...)`` shows the loss). ``start``:
+    batches of this epoch already trained (a resumed epoch; the loader starts after them)."""
     from pyg_dist.entry import progress
-    total = min(len(loader), max_steps) if max_steps else len(loader)
-    bar = progress(range(total), desc, total, quiet)
+    total = (min(len(loader), max_steps) if max_steps else len(loader)) - start
+    bar = progress(range(max(total, 0)), desc, max(total, 0), quiet)
 
     def batches():
+        if total <= 0:  # a resumed epoch that was already complete
+            return
         for i, batch in enumerate(loader):
-            if max_steps and i >= max_steps:
+            if i >= total:
                 break
             yield batch
             if hasattr(bar, "update"):

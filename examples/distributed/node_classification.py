@@ -20,7 +20,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from common import GraphSAGE, base_parser, check_args, print0, set_loss, setup, steps
+from common import (GraphSAGE, base_parser, check_args, checkpoint_config, print0, resume, set_loss, setup,
+                    steps)
 from pyg_dist import DistNeighborLoader, InvalidArgumentError, TrainConfig, dist_session, wrap_ddp
 from pyg_dist.entry import run_main
 from pyg_dist.train import all_sum
@@ -33,6 +34,7 @@ def parse_args(argv=None):
                    help="fill a remote-feature cache at start-up, this fraction of the partition's own feature "
                         "bytes (default: the folder's, if pyg-dist-partition --cache-ratio wrote one)")
     p.add_argument("--cache-policy", choices=["degree", "presample"], default="degree")
+    p.add_argument("--save-model", default=None, help="write the trained model's state_dict here (rank 0)")
     return check_args(p, p.parse_args(argv))
 
 
@@ -63,10 +65,10 @@ def build_model(env, args, target):
     return wrap_ddp(model, env, find_unused_parameters=True), step
 
 
-def train_epoch(model, step, loader, optimizer, env, args, epoch):
+def train_epoch(model, step, loader, optimizer, env, args, epoch, ckpt):
     model.train()
     loss_sum = correct = total = 0.0
-    bar, batches = steps(loader, args.max_steps, f"epoch {epoch}", args.quiet)
+    bar, batches = steps(loader, args.max_steps, f"epoch {epoch}", args.quiet, start=ckpt.start_batch)
     for batch in batches:
         batch = batch.to(env.device)
         optimizer.zero_grad()
@@ -74,6 +76,7 @@ def train_epoch(model, step, loader, optimizer, env, args, epoch):
         loss = F.cross_entropy(logits, y)
         loss.backward()
         optimizer.step()
+        ckpt.step()  # a checkpoint when one is due (--checkpoint-dir)
         loss_sum += loss.item() * y.numel()
         correct += int((logits.argmax(-1) == y).sum())
         total += y.numel()
@@ -99,7 +102,8 @@ def main(argv=None) -> float:
     setup(args)
     torch.manual_seed(args.seed)
     config = TrainConfig(args.partition_dir, num_workers=args.num_workers, cache_ratio=args.cache_ratio,
-                         cache_policy=args.cache_policy, cache_num_neighbors=args.num_neighbors)
+                         cache_policy=args.cache_policy, cache_num_neighbors=args.num_neighbors,
+                         **checkpoint_config(args))
     with dist_session(config) as env:
         meta = env.graph_store.partition_meta
         target = _target(env.feature_store, meta, args.target)
@@ -117,10 +121,12 @@ def main(argv=None) -> float:
         print0(env, f"world={env.world_size} partitions={meta.num_parts} method={meta.method} "
                     f"hetero={meta.is_hetero} batches_per_epoch={train_loader.num_batches} device={env.device}")
         val_loader = loader("val_mask", False)  # with workers: its own workers, alive beside train's
+        ckpt = env.checkpointer(model=model, optimizer=optimizer, loaders={"train": train_loader, "val": val_loader})
         try:
-            for epoch in range(1, args.epochs + 1):
+            resume(env, ckpt)
+            for epoch in ckpt.epochs(args.epochs, train_loader):  # from the resumed epoch on, if any
                 start = time.perf_counter()
-                loss, train_acc = train_epoch(model, step, train_loader, optimizer, env, args, epoch)
+                loss, train_acc = train_epoch(model, step, train_loader, optimizer, env, args, epoch, ckpt)
                 line = f"epoch={epoch:03d} loss={loss:.4f} train_acc={train_acc:.4f}"
                 line += f" val_acc={evaluate(model, step, val_loader, env):.4f}"
                 print0(env, f"{line} time={time.perf_counter() - start:.2f}s")
@@ -132,6 +138,8 @@ def main(argv=None) -> float:
             test_acc = evaluate(model, step, test_loader, env)
         finally:
             test_loader.shutdown()
+        if args.save_model and env.rank == 0:
+            torch.save(model.state_dict(), args.save_model)
         print0(env, f"test_acc={test_acc:.4f}")
         return test_acc
 

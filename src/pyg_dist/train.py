@@ -55,6 +55,12 @@ class TrainConfig:
             one (``--cache-ratio``), else no cache.
         cache_policy: ``"degree"`` or ``"presample"`` (needs ``cache_num_neighbors``, the loader's fanouts).
         cache_num_neighbors: Fanouts of the ``"presample"`` warm-up batches.
+        checkpoint_dir: Folder of this run's checkpoints (:mod:`pyg_dist.checkpoint`); a run started on a
+            folder that holds one resumes from it. ``None``: no checkpoints.
+        checkpoint_every: Write one every this many optimizer steps.
+        checkpoint_interval: Write one when this many seconds passed since the last (default, when
+            neither is given: every 60 s).
+        checkpoint_keep: Complete checkpoints kept.
 
     Example:
         >>> TrainConfig("/tmp/cora-2", num_workers=-1)
@@ -72,6 +78,10 @@ class TrainConfig:
     cache_ratio: Optional[float] = None
     cache_policy: str = "degree"
     cache_num_neighbors: Optional[Any] = None
+    checkpoint_dir: Optional[str] = None
+    checkpoint_every: Optional[int] = None
+    checkpoint_interval: Optional[float] = None
+    checkpoint_keep: int = 2
 
     def __post_init__(self):
         if not isinstance(self.partition_dir, (str, Path)) or not str(self.partition_dir):
@@ -92,6 +102,10 @@ class TrainConfig:
         if r is not None and self.cache_policy == "presample" and self.cache_num_neighbors is None:
             raise InvalidArgumentError(_WHERE, "cache_num_neighbors", None, "the loader's fanouts (cache_policy="
                                        "'presample' samples warm-up batches with them)")
+        if self.checkpoint_dir is not None:  # the Checkpointer checks the rest when it is built
+            from pyg_dist.checkpoint import Checkpointer
+            Checkpointer(self.checkpoint_dir, every_steps=self.checkpoint_every,
+                         every_seconds=self.checkpoint_interval, keep=self.checkpoint_keep)
 
 
 @dataclass
@@ -144,6 +158,19 @@ class DistEnv:
                                        f"a node attribute of the folder (type {node_type!r}: "
                                        f"{self.feature_store.attr_names(node_type)})")
         return attr
+
+    def checkpointer(self, **state):
+        """A :class:`~pyg_dist.checkpoint.Checkpointer` on ``config.checkpoint_dir`` (disabled when it is
+        ``None``) saving ``state``: ``model=``, ``optimizer=``, ``scheduler=``, ``loaders={name: loader}``,
+        ``extra={name: obj}``. Call :meth:`~pyg_dist.checkpoint.Checkpointer.resume` next (every rank)."""
+        from pyg_dist.checkpoint import Checkpointer
+        cfg = self.config
+        every_seconds = cfg.checkpoint_interval
+        if every_seconds is None and cfg.checkpoint_every is None:
+            every_seconds = 60.0
+        return Checkpointer(cfg.checkpoint_dir, every_steps=cfg.checkpoint_every, every_seconds=every_seconds,
+                            keep=cfg.checkpoint_keep, partition_writer=self.rank % self.ctx.ranks_per_partition == 0,
+                            **state)
 
     def num_classes(self, node_type: Optional[str] = None, attr: str = "y") -> int:
         """``max(y) + 1`` over the whole graph (one all_reduce: call it on every rank): a model's output size."""

@@ -31,7 +31,7 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 import torch
 from torch.utils.data import DataLoader
 
-from pyg_dist.errors import InvalidArgumentError
+from pyg_dist.errors import InvalidArgumentError, check_positive_int
 from pyg_dist.ops.keys import key_generator, mix, random_key
 
 #: Word mixed into ``(seed, epoch)`` for the epoch's permutation (batch keys use the batch index).
@@ -56,7 +56,8 @@ class KeyedBatchSampler:
                  rank: int = 0):
         self.num_items, self.batch_size, self.shuffle = int(num_items), int(batch_size), bool(shuffle)
         self.drop_last, self.seed, self.rank = bool(drop_last), int(seed), int(rank)
-        self.epoch = 0
+        self.epoch = 0  # the epoch of the last iteration (the next one runs epoch + 1)
+        self.start = 0  # the batch the next iteration starts at (resuming an epoch)
 
     def __len__(self) -> int:
         full, rest = divmod(self.num_items, self.batch_size)
@@ -75,7 +76,8 @@ class KeyedBatchSampler:
     def __iter__(self) -> Iterator[List[Tuple[int, int]]]:
         self.epoch += 1
         epoch, order = self.epoch, self.order(self.epoch).tolist()
-        for i in range(len(self)):
+        start, self.start = self.start, 0
+        for i in range(start, len(self)):
             key = self.batch_key(epoch, i)
             yield [(j, key) for j in order[i * self.batch_size:(i + 1) * self.batch_size]]
 
@@ -135,6 +137,40 @@ class KeyedDataLoader(DataLoader):
             from pyg_dist.ops import warmup
             warmup()
         return super().__iter__()
+
+    # ------------------------------------------------------------------ position (checkpoints)
+    def _plan(self, where: str) -> KeyedBatchSampler:
+        if self.batch_plan is None:
+            raise InvalidArgumentError(f"{type(self).__name__}.{where}", "batch_sampler", "a user's sampler",
+                                       "the loader's own keyed batches (no sampler= / batch_sampler=)")
+        return self.batch_plan
+
+    def set_epoch(self, epoch: int, start_batch: int = 0) -> None:
+        """The next iteration runs ``epoch`` (1-based) from its batch ``start_batch`` on: batch ``i`` is the
+        one an uninterrupted run gives (keys and order depend on ``(seed, epoch, i)`` only).
+
+        Example:
+            >>> loader.set_epoch(3, start_batch=17)   # resume epoch 3 after its 17th batch  # doctest: +SKIP
+        """
+        plan = self._plan("set_epoch")
+        check_positive_int(f"{type(self).__name__}.set_epoch", "epoch", epoch)
+        if isinstance(start_batch, bool) or not isinstance(start_batch, int) or not 0 <= start_batch <= len(plan):
+            raise InvalidArgumentError(f"{type(self).__name__}.set_epoch", "start_batch", start_batch,
+                                       f"an int in [0, {len(plan)}] (batches per epoch)")
+        plan.epoch, plan.start = epoch - 1, start_batch
+
+    def state_dict(self) -> dict:
+        """``{"seed", "epoch", "start", "num_batches"}``: what makes the next iteration's batches (a few ints)."""
+        plan = self._plan("state_dict")
+        return {"seed": plan.seed, "epoch": plan.epoch, "start": plan.start, "num_batches": len(plan)}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restores :meth:`state_dict` (same seeds per rank: the batch count must match)."""
+        plan = self._plan("load_state_dict")
+        if not isinstance(state, dict) or state.get("num_batches") != len(plan):
+            raise InvalidArgumentError(f"{type(self).__name__}.load_state_dict", "state", state,
+                                       f"a state of a loader with {len(plan)} batches per epoch")
+        plan.seed, plan.epoch, plan.start = int(state["seed"]), int(state["epoch"]), int(state["start"])
 
     @property
     def batch_size(self):

@@ -66,6 +66,42 @@ def is_hosting(ctx: DistContext) -> bool:
     return (os.getpid(), rpc_port(ctx)) in _HOSTED
 
 
+#: Scheme of the trainer world's rendezvous under torchrun: torchrun's agent store, one key space per attempt.
+ATTEMPT_SCHEME = "pygdistattempt"
+
+
+def _attempt_rendezvous(url: str, timeout: timedelta = timedelta(seconds=300), **_):
+    """``env://`` with the keys under ``pyg_dist/attempt_<TORCHELASTIC_RESTART_COUNT>/``: torchrun's agent
+    store outlives an elastic restart, and torch RPC's rendezvous would read the addresses the previous
+    attempt's processes left there (and connect to dead ports)."""
+    from urllib.parse import parse_qs, urlparse
+
+    import torch.distributed as dist
+
+    query = {k: v[0] for k, v in parse_qs(urlparse(url).query).items()}
+    rank, world_size = int(query["rank"]), int(query["world_size"])
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size, False,
+                          timeout=timeout)
+    yield dist.PrefixStore(f"pyg_dist/attempt_{attempt}", store), rank, world_size
+    raise RuntimeError("pyg_dist's torchrun rendezvous cannot re-rendezvous")  # like torch's own handlers
+
+
+def init_method(ctx: DistContext) -> str:
+    """The ``init_method`` torch RPC gets: ``ctx.rpc_init_method``, with ``env://`` (a trainer world under
+    torchrun) made per attempt (:func:`_attempt_rendezvous`)."""
+    method = ctx.rpc_init_method
+    if method != "env://":
+        return method
+    import importlib
+    rdzv = importlib.import_module("torch.distributed.rendezvous")  # the module (the package exports a function)
+    try:
+        rdzv.register_rendezvous_handler(ATTEMPT_SCHEME, _attempt_rendezvous)
+    except RuntimeError:  # registered by an earlier init in this process
+        pass
+    return f"{ATTEMPT_SCHEME}://"
+
+
 def host_store(ctx: DistContext, timeout: float) -> None:
     """Starts (once per process and port) the rendezvous store server that torch's init reuses."""
     key = (os.getpid(), rpc_port(ctx))

@@ -145,7 +145,7 @@ def _start_torch_rpc(ctx: DistContext, name: str, timeout: float, call_timeout: 
         check_port_free(leave.rpc_port(ctx))
     from .iface import apply_ifname
     apply_ifname()
-    method = ctx.rpc_init_method
+    method = leave.init_method(ctx)
     opts = rpc.TensorPipeRpcBackendOptions(init_method=method, rpc_timeout=call_timeout,
                                            num_worker_threads=num_threads, **_transport_kwargs())
     what = (f"init_rpc of {name} (rpc rank {ctx.rpc_rank} of {ctx.rpc_world_size}) via {method}")

@@ -1,0 +1,57 @@
+"""Runs an example's ``main`` (under torchrun) with a fault injected and every trained batch's seeds logged.
+
+    python -m torch.distributed.run ... run_with_faults.py SCRIPT KILL_RANK KILL_STEP LOG_DIR -- ARGS...
+
+* After optimizer step ``KILL_STEP`` (counted by the run's ``Checkpointer``; a checkpoint due at that step
+  is written first), rank ``KILL_RANK`` SIGKILLs itself, in the first attempt only
+  (``TORCHELASTIC_RESTART_COUNT`` 0): a restarted group runs to the end. ``KILL_STEP`` 0: no fault.
+* ``LOG_DIR/rank<r>_a<attempt>.txt`` gets one line per trained batch: ``epoch step id,id,...`` (the
+  batch's seed ids, global).
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import sys
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "distributed"
+sys.path.insert(0, str(EXAMPLES))
+
+
+def main() -> None:
+    script, kill_rank, kill_step, log_dir, sep, *rest = sys.argv[1:]
+    if sep != "--":
+        raise SystemExit("usage: run_with_faults.py SCRIPT KILL_RANK KILL_STEP LOG_DIR -- ARGS...")
+    from pyg_dist.checkpoint import Checkpointer
+    module = importlib.import_module(script)
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    last = {}
+    original_steps, original_step = module.steps, Checkpointer.step
+
+    def steps(loader, *args, **kwargs):
+        bar, batches = original_steps(loader, *args, **kwargs)
+
+        def remembered():
+            for batch in batches:
+                last["seeds"] = batch.n_id[:batch.batch_size]
+                yield batch
+        return bar, remembered()
+
+    def step(self):
+        wrote = original_step(self)
+        Path(log_dir).mkdir(parents=True, exist_ok=True)
+        with open(Path(log_dir) / f"rank{self.rank}_a{attempt}.txt", "a") as f:
+            f.write(f"{self.epoch} {self.global_step} {','.join(map(str, last['seeds'].tolist()))}\n")
+        if self.global_step == int(kill_step) and self.rank == int(kill_rank) and attempt == "0":
+            os.kill(os.getpid(), signal.SIGKILL)
+        return wrote
+
+    module.steps, Checkpointer.step = steps, step
+    from pyg_dist.entry import run_main
+    run_main(module.main, rest)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""pyg_dist.checkpoint: exact resume in one process (the 2-rank torchrun oracle is
+tests/integration/test_resume.py), atomic writes under SIGKILL, pruning, typed errors."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch_geometric.nn import SAGEConv
+
+import pyg_dist
+from pyg_dist.checkpoint import Checkpointer, CheckpointError
+from pyg_dist.errors import InvalidArgumentError
+from pyg_dist.loader.epoch import KeyedBatchSampler
+
+EPOCHS, EVERY = 3, 3
+
+
+@pytest.fixture(scope="module")
+def data():
+    return pyg_dist.synthetic_graph(400, 6, num_features=8, num_classes=4, community_size=50, seed=5)
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = SAGEConv(8, 16), SAGEConv(16, 4)
+
+    def forward(self, x, edge_index):
+        return self.b(F.dropout(self.a(x, edge_index).relu(), 0.5, self.training), edge_index)  # uses the RNG
+
+
+def _parts(data, directory, every=EVERY, keep=2):
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    sched = torch.optim.lr_scheduler.StepLR(opt, 5, 0.5)
+    loader = pyg_dist.NeighborLoader(data, [4, 3], input_nodes=data.train_mask, batch_size=32, shuffle=True)
+    ckpt = Checkpointer(directory, model=model, optimizer=opt, scheduler=sched, loaders={"train": loader},
+                        every_steps=every, keep=keep)
+    return model, opt, sched, loader, ckpt
+
+
+def _job(data, directory, stop_after=None, every=EVERY, keep=2):
+    """Trains EPOCHS epochs (resuming from ``directory``), stopping after global step ``stop_after``.
+    Returns (model, seeds per epoch, checkpointer)."""
+    model, opt, sched, loader, ckpt = _parts(data, directory, every, keep)
+    ckpt.resume()
+    seeds: dict = {}
+    for epoch in ckpt.epochs(EPOCHS, loader):
+        for batch in loader:
+            opt.zero_grad()
+            F.cross_entropy(model(batch.x, batch.edge_index)[:batch.batch_size], batch.y[:batch.batch_size]).backward()
+            opt.step()
+            sched.step()
+            seeds.setdefault(epoch, Counter()).update(batch.n_id[:batch.batch_size].tolist())
+            ckpt.step()
+            if ckpt.global_step == stop_after:
+                return model, seeds, ckpt
+    return model, seeds, ckpt
+
+
+def test_resume_is_bit_identical_and_uses_every_seed_once(data, tmp_path):
+    plain, plain_seeds, _ = _job(data, None)
+    train = Counter(data.train_mask.nonzero().view(-1).tolist())
+    assert all(plain_seeds[e] == train for e in range(1, EPOCHS + 1))
+    _, first, ckpt = _job(data, tmp_path, stop_after=14)       # 14 = checkpoint 12 + 2 lost steps
+    per_epoch = ckpt.loaders["train"].batch_plan.__len__()
+    resumed, second, again = _job(data, tmp_path)
+    assert again.resumed_from == tmp_path / "step_000000012" and again.global_step == per_epoch * EPOCHS
+    for name, p in plain.named_parameters():
+        assert torch.equal(p, dict(resumed.named_parameters())[name]), name
+    # the steps of the first run after its last checkpoint (13, 14) were trained again, not lost
+    e, b = divmod(12, per_epoch)
+    kept = Counter()
+    for epoch, counter in first.items():
+        kept += counter if epoch <= e else Counter()
+    if b:  # the interrupted epoch: what the first run trained before step 12, then the resumed run's batches
+        loader = again.loaders["train"]
+        order = loader.batch_plan.order(e + 1).tolist()
+        done = Counter(data.train_mask.nonzero().view(-1)[order[:b * 32]].tolist())
+        assert done + second[e + 1] == train
+    assert all(second[x] == train for x in second if x > e + 1)
+
+
+def test_keyed_batches_resume_at_any_batch():
+    plan = KeyedBatchSampler(50, 8, shuffle=True, drop_last=False, seed=3, rank=1)
+    epochs = [list(plan) for _ in range(3)]
+    again = KeyedBatchSampler(50, 8, shuffle=True, drop_last=False, seed=3, rank=1)
+    again.epoch, again.start = 1, 4                       # what set_epoch(2, 4) does
+    assert list(again) == epochs[1][4:] and list(again) == epochs[2]
+
+
+def test_pruning_keeps_the_last_complete_checkpoints(data, tmp_path):
+    _job(data, tmp_path, stop_after=10, every=2, keep=3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step_000000006", "step_000000008", "step_000000010"]
+    assert {p.name for p in (tmp_path / "step_000000010").iterdir()} == {"rank_0.pt", "rank_0.done"}
+
+
+_KILLED_WRITER = """
+import os, signal, sys, torch
+sys.path.insert(0, {tests!r})
+from train.test_checkpoint import _job
+import pyg_dist, pyg_dist.checkpoint as ck
+data = pyg_dist.synthetic_graph(400, 6, num_features=8, num_classes=4, community_size=50, seed=5)
+real = torch.save
+def dying(obj, f, *a, **k):  # the checkpoint of step 6 dies half-way through its rank file
+    if isinstance(obj, dict) and obj.get("position", {{}}).get("global_step") == 6:
+        f.write(b"half a checkpoint")
+        f.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+    real(obj, f, *a, **k)
+ck.torch.save = dying
+_job(data, {directory!r})
+"""
+
+
+def test_a_kill_during_a_write_leaves_the_previous_checkpoint(data, tmp_path):
+    script = _KILLED_WRITER.format(tests=str(Path(__file__).resolve().parents[1]), directory=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    half = tmp_path / "step_000000006"
+    assert [p.name for p in half.iterdir() if not p.name.startswith(".")] == [], list(half.iterdir())  # temp only
+    fresh = _parts(data, tmp_path)[-1]
+    assert fresh.resume() and fresh.resumed_from == tmp_path / "step_000000003"   # the one before
+
+
+def test_time_based_checkpoints(tmp_path):
+    import time
+    ckpt = Checkpointer(tmp_path, model=torch.nn.Linear(2, 2), every_seconds=0.05)
+    wrote = []
+    for _ in range(4):
+        wrote.append(ckpt.step())
+        time.sleep(0.06)
+    assert wrote == [False, True, True, True] or wrote == [True, True, True, True]
+    assert len(list(tmp_path.iterdir())) == 2                 # keep=2
+
+
+def test_errors_are_typed(data, tmp_path):
+    with pytest.raises(InvalidArgumentError, match="'every_steps' got 0"):
+        Checkpointer(tmp_path, every_steps=0)
+    with pytest.raises(InvalidArgumentError, match="'keep' got 0"):
+        Checkpointer(tmp_path, keep=0)
+    with pytest.raises(InvalidArgumentError, match=r"'loaders\['x'\]' got 'list'"):
+        Checkpointer(tmp_path, loaders={"x": []})
+    with pytest.raises(InvalidArgumentError, match=r"'extra\['e'\]' got 'int'"):
+        Checkpointer(tmp_path, extra={"e": 3})
+    with pytest.raises(CheckpointError, match="no directory"):
+        Checkpointer(None).save()
+    with pytest.raises(InvalidArgumentError, match="'checkpoint_every' got -1|'every_steps' got -1"):
+        pyg_dist.TrainConfig("/tmp/x", checkpoint_dir=str(tmp_path), checkpoint_every=-1)
+    loader = pyg_dist.NeighborLoader(data, [2], input_nodes=data.train_mask, batch_size=32)
+    with pytest.raises(InvalidArgumentError, match="'start_batch' got 99"):
+        loader.set_epoch(1, 99)
+    with pytest.raises(InvalidArgumentError, match="'epoch' got 0"):
+        loader.set_epoch(0)
+    other = pyg_dist.NeighborLoader(data, [2], input_nodes=data.train_mask, batch_size=16)
+    with pytest.raises(InvalidArgumentError, match="batches per epoch"):
+        other.load_state_dict(loader.state_dict())
+    ckpt = Checkpointer(tmp_path, model=torch.nn.Linear(2, 2), every_steps=1)
+    ckpt.step()
+    state = torch.load(tmp_path / "step_000000001" / "rank_0.pt", weights_only=True)
+    state["world_size"] = 4
+    torch.save(state, tmp_path / "step_000000001" / "rank_0.pt")
+    with pytest.raises(CheckpointError, match="written by 4 ranks, resumed by 1"):
+        Checkpointer(tmp_path, model=torch.nn.Linear(2, 2)).resume()
