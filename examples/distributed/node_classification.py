@@ -20,8 +20,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from common import (GraphSAGE, base_parser, check_args, checkpoint_config, print0, resume, set_loss, setup,
-                    steps)
+from common import GraphSAGE, base_parser, check_args, checkpoint_config, print0, resume, set_loss, setup, steps
 from pyg_dist import DistNeighborLoader, InvalidArgumentError, TrainConfig, dist_session, wrap_ddp
 from pyg_dist.entry import run_main
 from pyg_dist.train import all_sum

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         MissingDependencyError,
         NotInitializedError,
         PartitionFormatError,
+        PeerFailedError,
         PyGDistError,
         RemoteCallError,
         RpcTimeoutError,
@@ -91,6 +92,7 @@ _LAZY = {
     "RemoteCallError": "pyg_dist.errors",
     "NotInitializedError": "pyg_dist.errors",
     "RpcTimeoutError": "pyg_dist.errors",
+    "PeerFailedError": "pyg_dist.errors",
     "MissingDependencyError": "pyg_dist.errors",
 }
 

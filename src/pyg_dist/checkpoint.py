@@ -58,8 +58,9 @@ def _rng_state() -> dict:
         state["cuda"] = torch.cuda.get_rng_state_all()
     try:
         import numpy as np
-        name, keys, pos, has_gauss, gauss = np.random.get_state()
-        state["numpy"] = (name, torch.from_numpy(keys.astype("int64")), int(pos), int(has_gauss), float(gauss))
+        name, keys, pos, has_gauss, gauss = np.random.get_state(legacy=True)
+        state["numpy"] = (name, torch.from_numpy(np.asarray(keys, dtype=np.int64)), int(pos), int(has_gauss),
+                          float(gauss))
     except ImportError:  # pragma: no cover -- numpy ships with torch's wheels
         pass
     return state
@@ -208,7 +209,11 @@ class Checkpointer:
             folder = self.directory / f"{_PREFIX}{step:09d}"
             for name in (f"rank_{self.rank}.done", f"rank_{self.rank}.pt"):  # marker first: never half-valid
                 (folder / name).unlink(missing_ok=True)
-            if not any(folder.glob("rank_*")):  # the last rank out removes the extras and the folder
+            try:
+                last = not any(folder.glob("rank_*"))
+            except FileNotFoundError:  # another rank removed it meanwhile
+                continue
+            if last:  # the last rank out removes the extras and the folder
                 shutil.rmtree(folder, ignore_errors=True)
 
     def _complete_steps(self) -> List[int]:

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import traceback
 from typing import Callable, Iterable, Optional, Sequence
 
-from pyg_dist.errors import PyGDistError
+from pyg_dist.errors import PeerFailedError, PyGDistError
 
 LOG = logging.getLogger("pyg_dist")
 #: Set to 1 to print full tracebacks of pyg_dist errors instead of one line.
@@ -51,17 +52,58 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
+#: What torch says when a peer of a collective or a DataLoader worker is gone: (pattern, phase).
+_PEER_ERRORS = (
+    (re.compile(r"Connection reset by peer|Connection closed by peer|Broken pipe|Timed out waiting|Socket Timeout",
+                re.I), "a collective (DDP all_reduce / barrier)"),
+    (re.compile(r"DataLoader worker \(pid(?:\(s\))? [^)]*\) (is killed by signal|exited unexpectedly)", re.I),
+     "sampling (a sampler worker)"),
+)
+
+
+def peer_failure(exc: BaseException) -> Optional[PeerFailedError]:
+    """The :class:`PeerFailedError` an untyped torch error stands for (a peer's death seen by gloo or by
+    the DataLoader), or ``None``. The peer is named as far as the message tells (address, worker pid)."""
+    if isinstance(exc, PyGDistError) or not isinstance(exc, (RuntimeError, OSError)):
+        return None
+    text = str(exc)
+    for pattern, phase in _PEER_ERRORS:
+        if pattern.search(text):
+            where = re.search(r"\[([0-9A-Za-z.:_-]+)\]:(\d+)", text)
+            pids = re.search(r"\(pid(?:\(s\))? ([^)]*)\)", text)
+            world = os.environ.get("WORLD_SIZE")
+            other = f"rank {1 - env_rank()} " if world == "2" and not pids else ""  # the only peer there is
+            if pids:
+                peer = f"sampler worker (pid {pids.group(1)}) of rank {env_rank()}"
+            else:
+                peer = f"{other}at {where.group(1)}:{where.group(2)}" if where else other.strip() or "(unknown)"
+            return PeerFailedError(phase, peer, one_line(exc).split(": ", 1)[-1][:300])
+    return None
+
+
+def _fail(rank: int, exc: BaseException) -> None:
+    LOG.debug("[rank %d] failed", rank, exc_info=True)
+    if os.environ.get(TRACEBACK_ENV) == "1":
+        traceback.print_exc()
+    print(f"[rank {rank}] {one_line(exc)}", file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
 def run_main(main: Callable[[Optional[Sequence[str]]], object], argv: Optional[Sequence[str]] = None) -> None:
-    """Runs ``main(argv)``; exits 0, or 1 with one line per pyg_dist error, 130 on Ctrl-C."""
+    """Runs ``main(argv)``; exits 0, or 1 with one line per pyg_dist error (and per peer failure torch
+    reports untyped: :func:`peer_failure`), 130 on Ctrl-C (after ``main``'s ``finally`` blocks ran).
+    SIGTERM (torchrun stopping the job) keeps its default: it ends the process at once, even inside a
+    blocking collective, where a Python handler would only run once the call returns."""
     rank = env_rank()
     try:
         main(argv)
     except PyGDistError as exc:
-        LOG.debug("[rank %d] failed", rank, exc_info=True)
-        if os.environ.get(TRACEBACK_ENV) == "1":
-            traceback.print_exc()
-        print(f"[rank {rank}] {one_line(exc)}", file=sys.stderr, flush=True)
-        sys.exit(1)
+        _fail(rank, exc)
+    except (RuntimeError, OSError) as exc:
+        peer = peer_failure(exc)
+        if peer is None:
+            raise
+        _fail(rank, peer)
     except KeyboardInterrupt:
         print(f"[rank {rank}] interrupted", file=sys.stderr, flush=True)
         sys.exit(130)
@@ -88,4 +130,4 @@ def progress(iterable: Iterable, desc: str, total: Optional[int] = None, quiet: 
     return tqdm(iterable, desc=desc, total=total, unit="batch", leave=False, dynamic_ncols=True)
 
 
-__all__ = ["run_main", "setup_logging", "progress", "one_line", "env_rank", "TRACEBACK_ENV"]
+__all__ = ["run_main", "setup_logging", "progress", "one_line", "env_rank", "peer_failure", "TRACEBACK_ENV"]

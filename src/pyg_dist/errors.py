@@ -53,6 +53,15 @@ class RpcTimeoutError(PyGDistError, TimeoutError):
     """A remote call or a rendezvous did not complete within its timeout."""
 
 
+class PeerFailedError(PyGDistError, RuntimeError):
+    """A peer process died, hung past the failure bound, or became unreachable during ``phase``
+    (``peer`` names what is known of it: a rank, a partition, a host, a worker pid)."""
+
+    def __init__(self, phase: str, peer: str, detail: str):
+        self.phase, self.peer, self.detail = phase, peer, detail
+        super().__init__(f"peer {peer} failed during {phase}: {detail}")
+
+
 class MissingDependencyError(PyGDistError, ImportError):
     """An optional package that a feature needs is not installed; the message says what to install."""
 

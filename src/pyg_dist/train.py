@@ -29,6 +29,7 @@ from typing import Any, Iterator, Optional
 
 import torch
 
+from pyg_dist import timeouts
 from pyg_dist._alloc import tune_allocator
 from pyg_dist.context import DistContext
 from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_choice, check_positive_int
@@ -46,8 +47,11 @@ class TrainConfig:
         num_workers: Sampler workers per trainer (``0``: the trainer samples and joins RPC itself).
         backend: ``"gloo"``, ``"nccl"`` or ``None`` (``nccl`` when CUDA is available, else ``gloo``).
         rpc_port: RPC's own port (default ``$PYG_DIST_RPC_PORT`` or ``MASTER_PORT + 1``).
-        timeout: Seconds for rendezvous and collectives (process group and RPC init).
-        call_timeout: Seconds per remote sampling / feature call.
+        timeout: Seconds for start-up: rendezvous (process group and RPC), opening partitions, caches.
+        failure_timeout: The bound after start-up (:mod:`pyg_dist.timeouts`): a peer that dies or hangs
+            ends every other rank within it, in remote calls, collectives (DDP) and shutdown. Default:
+            ``$PYG_DIST_FAILURE_TIMEOUT`` or 20 s.
+        call_timeout: Seconds per remote sampling / feature call (default: ``failure_timeout``).
         mmap: Memory-map the partition (shared page cache between ranks of one machine).
         cache_ratio: Fill a remote-feature cache at start-up (:mod:`pyg_dist.store.cache`): copies of the
             remote rows ranked first by ``cache_policy``, within this fraction of the partition's own
@@ -73,7 +77,8 @@ class TrainConfig:
     backend: Optional[str] = None
     rpc_port: Optional[int] = None
     timeout: float = 120.0
-    call_timeout: float = 60.0
+    call_timeout: Optional[float] = None
+    failure_timeout: Optional[float] = None
     mmap: bool = True
     cache_ratio: Optional[float] = None
     cache_policy: str = "degree"
@@ -89,10 +94,10 @@ class TrainConfig:
         check_positive_int(_WHERE, "num_workers", self.num_workers, allow_zero=True)
         if self.backend is not None:
             check_choice(_WHERE, "backend", self.backend, ("gloo", "nccl"))
-        for name in ("timeout", "call_timeout"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise InvalidArgumentError(_WHERE, name, value, "a positive number of seconds")
+        from pyg_dist.timeouts import check_seconds
+        for name in ("timeout", "call_timeout", "failure_timeout"):
+            if name == "timeout" or getattr(self, name) is not None:
+                check_seconds(_WHERE, name, getattr(self, name))
         if not isinstance(self.mmap, bool):
             raise InvalidArgumentError(_WHERE, "mmap", self.mmap, "a bool")
         r = self.cache_ratio
@@ -214,8 +219,12 @@ def init_process_group(ctx: DistContext, backend: str, timeout: float) -> None:
     if "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:  # a plain `python script.py`
         os.environ.setdefault("MASTER_ADDR", ctx.master_addr)
         os.environ.setdefault("MASTER_PORT", str(ctx.master_port))
-    dist.init_process_group(backend, rank=ctx.rank, world_size=ctx.world_size,
-                            timeout=datetime.timedelta(seconds=timeout))
+    wait = datetime.timedelta(seconds=timeout)
+    store = None
+    if ctx.use_agent_store:  # torchrun: its store, keys per restart attempt (elastic restarts)
+        from pyg_dist.rpc.leave import attempt_store
+        store = attempt_store(ctx.world_size, wait)
+    dist.init_process_group(backend, rank=ctx.rank, world_size=ctx.world_size, timeout=wait, store=store)
 
 
 def teardown(ok: bool, timeout: float = 60.0) -> None:
@@ -224,7 +233,7 @@ def teardown(ok: bool, timeout: float = 60.0) -> None:
 
     from pyg_dist import rpc
 
-    problems = []
+    problems: list = []
     try:
         rpc.shutdown_rpc(graceful=ok, timeout=timeout)
     except Exception as exc:  # noqa: BLE001 -- the process group is still destroyed; re-raised below
@@ -275,7 +284,7 @@ def _fill_cache(config: TrainConfig, ctx: DistContext, graph_store, feature_stor
         raise InvalidArgumentError(_WHERE, "cache_policy", "presample", "'degree' with num_workers > 0 (the trainers "
                                    "are not in an RPC world to sample warm-up batches), or a folder cache")
     cache = build_cache(graph_store, feature_store, config.cache_policy, cache_ratio=config.cache_ratio,
-                        num_neighbors=config.cache_num_neighbors, timeout=config.call_timeout,
+                        num_neighbors=config.cache_num_neighbors, timeout=config.call_timeout or config.timeout,
                         transfer="rpc" if ctx.joins_rpc else "collective")
     feature_store.set_cache(cache)
     LOG.info("rank %d: feature cache %s", ctx.rank, cache)
@@ -298,6 +307,8 @@ def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
     ctx = DistContext.from_env(meta.num_parts, num_workers=config.num_workers, rpc_port=config.rpc_port)
     backend = _backend(config)
     tune_allocator()  # batches reuse freed memory instead of faulting it in again
+    if config.failure_timeout is not None:
+        timeouts.set_failure_timeout(config.failure_timeout)  # inherited by sampler workers
     ok = False
     try:
         init_process_group(ctx, backend, config.timeout)
@@ -305,13 +316,14 @@ def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
         env = DistEnv(config, ctx, _device(ctx, backend), graph_store, feature_store)
         if ctx.joins_rpc:
             serve_partition(graph_store, feature_store)
-            rpc.init_rpc(ctx, timeout=config.timeout, call_timeout=config.call_timeout)
+            rpc.init_rpc(ctx, timeout=config.timeout, call_timeout=config.call_timeout or timeouts.call_timeout())
         if config.cache_ratio is not None:
             _fill_cache(config, ctx, graph_store, feature_store)
+        timeouts.apply_to_process_group()  # start-up is over: collectives now fail within the bound
         yield env
         ok = True
     finally:
-        teardown(ok)
+        teardown(ok, timeouts.failure_timeout())
 
 
 def wrap_ddp(model: torch.nn.Module, env: DistEnv, **kwargs) -> torch.nn.Module:

@@ -17,23 +17,24 @@ from pyg_dist.testing import free_port
 
 from .test_examples import EXAMPLES, _env
 
-HERE = Path(__file__).resolve().parent
+FAULTS = Path(__file__).resolve().parents[2] / "scripts" / "run_with_faults.py"
 EVERY, KILL = 4, 20            # checkpoint every 4 steps; rank 1 dies after step 20 (epoch 2 of 3, 15 per epoch)
 
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     root = tmp_path_factory.mktemp("resume") / "p2"
-    Partitioner(pyg_dist.synthetic_graph(3000, 8, num_features=16, seed=1), 2, method="metis").save(root, progress=False)
+    data = pyg_dist.synthetic_graph(3000, 8, num_features=16, seed=1)
+    Partitioner(data, 2, method="metis").save(root, progress=False)
     return root
 
 
-def _run(folder, out: Path, name: str, kill_step: int, restarts: int = 0, ckpt: Path = None):
-    # elastic restarts need torchrun's c10d rendezvous: with the static one (--master-port) torch's own
-    # init_process_group reads the previous attempt's addresses
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc-per-node=2", "--rdzv-backend=c10d",
-           f"--rdzv-endpoint=127.0.0.1:{free_port()}", f"--max-restarts={restarts}",
-           "--monitor-interval=0.1", str(HERE / "run_with_faults.py"), "node_classification", "1", str(kill_step),
+def _run(folder, out: Path, name: str, kill_step: int, restarts: int = 0, ckpt: Path = None, rdzv="c10d"):
+    shape = ([f"--rdzv-backend={rdzv}", f"--rdzv-endpoint=127.0.0.1:{free_port()}"] if rdzv == "c10d" else
+             ["--master-addr=127.0.0.1", f"--master-port={free_port()}"])    # static
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc-per-node=2", *shape,
+           f"--max-restarts={restarts}",
+           "--monitor-interval=0.1", str(FAULTS), "node_classification", "1", str(kill_step),
            str(out / f"log_{name}"), "--", "--partition-dir", str(folder), "--epochs", "3", "--batch-size", "64",
            "--num-neighbors", "5,3", "--quiet", "--concurrency", "2", "--checkpoint-dir", str(ckpt or out / name),
            "--checkpoint-every", str(EVERY), "--save-model", str(out / f"{name}.pt")]
@@ -47,7 +48,7 @@ def _seeds_per_epoch(log_dir: Path, upto: dict) -> dict:
     for path in sorted(log_dir.glob("rank*_a*.txt")):
         attempt = int(path.stem.split("_a")[1])
         for line in path.read_text().splitlines():
-            epoch, step, ids = line.split(" ")
+            epoch, step, _, _, ids = line.split(" ")
             if int(step) <= upto.get(attempt, 10 ** 9):
                 out.setdefault(int(epoch), Counter()).update(int(i) for i in ids.split(","))
     return out
@@ -98,8 +99,10 @@ def test_killed_run_resumed_by_a_new_torchrun_is_bit_identical(folder, uninterru
 
 
 @pytest.mark.timeout(400)
-def test_elastic_restart_resumes_by_itself(folder, uninterrupted, tmp_path):
-    proc = _run(folder, tmp_path, "elastic", kill_step=KILL + 2, restarts=1)  # the last checkpoint: step 20
+@pytest.mark.parametrize("rdzv", ["c10d", "static"])
+def test_elastic_restart_resumes_by_itself(folder, uninterrupted, tmp_path, rdzv):
+    # torchrun's store outlives the restart: both rendezvous kinds need pyg_dist's per-attempt keys
+    proc = _run(folder, tmp_path, "elastic", kill_step=KILL + 2, restarts=1, rdzv=rdzv)  # last checkpoint: 20
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert f"at epoch 2, batch 5 (step {KILL})" in proc.stdout
     _same_params(uninterrupted, tmp_path / "elastic.pt")

@@ -118,7 +118,7 @@ class DistLinkNeighborLoader(dist_base.DistLoaderMixin, KeyedLinkBatches, LinkLo
                  is_sorted: bool = False, filter_per_worker: Optional[bool] = None, neighbor_sampler: Any = None,
                  directed: bool = True, *, ctx=None, seed_split: str = "balanced", shuffle_seed: Optional[int] = 0,
                  seed: Optional[int] = None, concurrency: int = 1, node_attrs=None, edge_attrs=None,
-                 timeout: float = 60.0, rpc_port: Optional[int] = None, **kwargs):
+                 timeout: Optional[float] = None, rpc_port: Optional[int] = None, **kwargs):
         if time_attr is not None and not isinstance(time_attr, str):
             raise InvalidArgumentError(_WHERE, "time_attr", time_attr, "None or an attribute name")
         if edge_label_time is not None and time_attr is None:

@@ -142,7 +142,7 @@ class DistNeighborLoader(dist_base.DistLoaderMixin, KeyedNodeBatches, NodeLoader
                  is_sorted: bool = False, filter_per_worker: Optional[bool] = None, neighbor_sampler: Any = None,
                  directed: bool = True, *, ctx=None, seed_split: str = "balanced", shuffle_seed: Optional[int] = 0,
                  seed: Optional[int] = None, concurrency: int = 1, node_attrs=None, edge_attrs=None,
-                 timeout: float = 60.0, rpc_port: Optional[int] = None, **kwargs):
+                 timeout: Optional[float] = None, rpc_port: Optional[int] = None, **kwargs):
         _checks.check_time_args(_WHERE, "input_time", input_time, time_attr, both=False)
         fs, gs, ctx = dist_base.begin(self, _WHERE, data, ctx, seed, kwargs)
         meta = gs.partition_meta

@@ -70,20 +70,26 @@ def is_hosting(ctx: DistContext) -> bool:
 ATTEMPT_SCHEME = "pygdistattempt"
 
 
-def _attempt_rendezvous(url: str, timeout: timedelta = timedelta(seconds=300), **_):
-    """``env://`` with the keys under ``pyg_dist/attempt_<TORCHELASTIC_RESTART_COUNT>/``: torchrun's agent
-    store outlives an elastic restart, and torch RPC's rendezvous would read the addresses the previous
-    attempt's processes left there (and connect to dead ports)."""
-    from urllib.parse import parse_qs, urlparse
-
+def attempt_store(world_size: int, timeout: timedelta):
+    """A client of torchrun's agent store (``MASTER_ADDR:MASTER_PORT``) with its keys under
+    ``pyg_dist/attempt_<TORCHELASTIC_RESTART_COUNT>/``. torchrun's store outlives an elastic restart, and
+    torch's own ``env://`` rendezvous would let a restarted process read the addresses the previous
+    attempt's processes left there (and connect to dead ports: measured with torch 2.13's c10d backend)."""
     import torch.distributed as dist
 
-    query = {k: v[0] for k, v in parse_qs(urlparse(url).query).items()}
-    rank, world_size = int(query["rank"]), int(query["world_size"])
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
     store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size, False,
                           timeout=timeout)
-    yield dist.PrefixStore(f"pyg_dist/attempt_{attempt}", store), rank, world_size
+    return dist.PrefixStore(f"pyg_dist/attempt_{attempt}", store)
+
+
+def _attempt_rendezvous(url: str, timeout: timedelta = timedelta(seconds=300), **_):
+    """``env://`` through :func:`attempt_store` (torch RPC's rendezvous handler for trainer worlds)."""
+    from urllib.parse import parse_qs, urlparse
+
+    query = {k: v[0] for k, v in parse_qs(urlparse(url).query).items()}
+    rank, world_size = int(query["rank"]), int(query["world_size"])
+    yield attempt_store(world_size, timeout), rank, world_size
     raise RuntimeError("pyg_dist's torchrun rendezvous cannot re-rendezvous")  # like torch's own handlers
 
 

@@ -170,7 +170,7 @@ def _start_torch_rpc(ctx: DistContext, name: str, timeout: float, call_timeout: 
 
 
 def init_rpc(ctx: DistContext, *, timeout: float = DEFAULT_INIT_TIMEOUT,
-             call_timeout: float = DEFAULT_CALL_TIMEOUT, num_threads: int = 16) -> None:
+             call_timeout: Optional[float] = None, num_threads: int = 16) -> None:
     """Joins this process to the RPC world described by ``ctx`` (idempotent).
 
     Register callees (:func:`~pyg_dist.rpc.register_callee`) before calling this: peers may call as
@@ -180,7 +180,8 @@ def init_rpc(ctx: DistContext, *, timeout: float = DEFAULT_INIT_TIMEOUT,
         ctx: This process's context; must join RPC (a trainer with ``num_workers=0``, or
             ``ctx.for_worker(i)`` in a sampler worker).
         timeout: Seconds for the whole rendezvous (all members must arrive).
-        call_timeout: Default timeout of each remote call.
+        call_timeout: Default timeout of each remote call (default: the failure bound,
+            :func:`pyg_dist.timeouts.call_timeout`).
         num_threads: RPC server threads serving callees in this process.
 
     Raises:
@@ -200,6 +201,9 @@ def init_rpc(ctx: DistContext, *, timeout: float = DEFAULT_INIT_TIMEOUT,
     if not isinstance(ctx, DistContext):
         raise InvalidArgumentError(where, "ctx", ctx, "a pyg_dist.context.DistContext")
     timeout = _positive_seconds(where, "timeout", timeout)
+    if call_timeout is None:
+        from pyg_dist.timeouts import call_timeout as bound
+        call_timeout = bound()
     call_timeout = _positive_seconds(where, "call_timeout", call_timeout)
     check_positive_int(where, "num_threads", num_threads)
     rpc_rank = ctx.rpc_rank
@@ -301,7 +305,7 @@ def _require_state(where: str) -> _State:
 
 @contextlib.contextmanager
 def rpc_session(ctx: DistContext, *, timeout: float = DEFAULT_INIT_TIMEOUT,
-                call_timeout: float = DEFAULT_CALL_TIMEOUT,
+                call_timeout: Optional[float] = None,
                 shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT) -> Iterator[DistContext]:
     """``init_rpc`` on entry; on exit a graceful shutdown, or a local one if the body raised.
 

@@ -108,7 +108,7 @@ class DistNeighborSampler(SamplerBase):
         fetch_features: Fetch node / edge rows into ``metadata.features``.
         node_attrs / edge_attrs: Attributes to fetch (default ``x, y, time`` / ``edge_attr, edge_time``,
             where the folder has them).
-        timeout: Seconds per remote call.
+        timeout: Seconds per remote call (default: the failure bound, :mod:`pyg_dist.timeouts`).
         stats: A :class:`SamplerStats` to count into (default: no counting).
 
     Example:
@@ -127,14 +127,14 @@ class DistNeighborSampler(SamplerBase):
                  time_attr: Optional[str] = None, weight_attr: Optional[str] = None, directed: bool = True,
                  backend: str = "auto", concurrency: int = 1, fetch_features: bool = True,
                  node_attrs: Optional[Sequence[str]] = None, edge_attrs: Optional[Sequence[str]] = None,
-                 timeout: float = 60.0, stats: Optional[SamplerStats] = None):
+                 timeout: Optional[float] = None, stats: Optional[SamplerStats] = None):
         meta = _check_graph_store(graph_store).partition_meta
         self._check_feature_store(graph_store, feature_store, fetch_features)
         subgraph_type = check_sampling_args(_WHERE, num_neighbors, subgraph_type, temporal_strategy, directed)
         if stats is not None and not isinstance(stats, SamplerStats):
             raise InvalidArgumentError(_WHERE, "stats", stats, "None or a SamplerStats")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-            raise InvalidArgumentError(_WHERE, "timeout", timeout, "a positive number of seconds")
+        from pyg_dist import timeouts
+        timeout = timeouts.call_timeout() if timeout is None else timeouts.check_seconds(_WHERE, "timeout", timeout)
         self.graph_store, self.feature_store = graph_store, feature_store
         self.is_hetero = meta.is_hetero
         self.node_types, self.edge_types = list(meta.node_types), list(meta.edge_types)

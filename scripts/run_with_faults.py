@@ -5,8 +5,11 @@
 * After optimizer step ``KILL_STEP`` (counted by the run's ``Checkpointer``; a checkpoint due at that step
   is written first), rank ``KILL_RANK`` SIGKILLs itself, in the first attempt only
   (``TORCHELASTIC_RESTART_COUNT`` 0): a restarted group runs to the end. ``KILL_STEP`` 0: no fault.
-* ``LOG_DIR/rank<r>_a<attempt>.txt`` gets one line per trained batch: ``epoch step id,id,...`` (the
-  batch's seed ids, global).
+* ``LOG_DIR/rank<r>_a<attempt>.txt`` gets one line per trained batch: ``epoch step unix_time
+  save_seconds id,id,...`` (``save_seconds``: the checkpoint written at that step, 0 if none; then the
+  batch's seed ids, global). ``LOG_DIR/rank<r>_a<attempt>.pid`` holds the rank's pid.
+
+Used by ``tests/integration/test_resume.py`` and ``scripts/bench_faults.py``.
 """
 from __future__ import annotations
 
@@ -14,9 +17,10 @@ import importlib
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "distributed"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "distributed"
 sys.path.insert(0, str(EXAMPLES))
 
 
@@ -40,15 +44,20 @@ def main() -> None:
         return bar, remembered()
 
     def step(self):
+        start = time.perf_counter()
         wrote = original_step(self)
+        took = time.perf_counter() - start if wrote else 0.0
         Path(log_dir).mkdir(parents=True, exist_ok=True)
         with open(Path(log_dir) / f"rank{self.rank}_a{attempt}.txt", "a") as f:
-            f.write(f"{self.epoch} {self.global_step} {','.join(map(str, last['seeds'].tolist()))}\n")
+            ids = ",".join(map(str, last["seeds"].tolist()))
+            f.write(f"{self.epoch} {self.global_step} {time.time():.3f} {took:.4f} {ids}\n")
         if self.global_step == int(kill_step) and self.rank == int(kill_rank) and attempt == "0":
             os.kill(os.getpid(), signal.SIGKILL)
         return wrote
 
     module.steps, Checkpointer.step = steps, step
+    Path(log_dir).mkdir(parents=True, exist_ok=True)
+    (Path(log_dir) / f"rank{os.environ.get('RANK', '0')}_a{attempt}.pid").write_text(str(os.getpid()))
     from pyg_dist.entry import run_main
     run_main(module.main, rest)
 

@@ -1,0 +1,307 @@
+"""The fault table (issue 15): how fast every rank of a 2-rank job ends when a peer fails, and what is left.
+
+    python scripts/bench_faults.py                        # generator graph (20k nodes), all rows
+    python scripts/bench_faults.py --dataset cora --root ../shared/data/planetoid --rows kill1,stop1
+
+Each row starts ``examples/distributed/node_classification.py`` (through ``scripts/run_with_faults.py``,
+which logs every step) under torchrun on 127.0.0.1, waits until both ranks train, injects the fault and
+measures, from the injection: when each rank process ended, torchrun's exit code, each rank's last error
+line (typed: ``[rank r] ErrorType: ...``), processes left behind (sampler workers included) and
+``/dev/shm`` entries left behind. "two agents" rows run one torchrun per rank (``--nnodes 2``), the shape
+of a two-machine job: nobody kills the survivor for it, it must notice by itself. A SIGSTOPped rank gets
+SIGCONT once the other rank ended (or after the bound + 60 s): its time is when it then ended.
+
+A second table measures checkpoints: the overhead of one checkpoint per minute (steps/s with and without
+``--checkpoint-interval 60``, plus the measured seconds per checkpoint) and the time from an elastic
+restart to the first new step.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+EXAMPLES = HERE.parent / "examples" / "distributed"
+ROWS = {  # name: (what, agents, num_workers, fault)
+    "kill1": ("SIGKILL rank 1 mid-epoch", 1, 0, "kill1"),
+    "kill0": ("SIGKILL rank 0 mid-epoch", 1, 0, "kill0"),
+    "worker": ("SIGKILL a sampler worker of rank 1", 1, 1, "worker"),
+    "stop1": ("SIGSTOP rank 1 (held past the bound)", 1, 0, "stop1"),
+    "port": ("RPC port taken before start", 1, 1, "port"),
+    "ctrlc": ("Ctrl-C to torchrun (its process group)", 1, 0, "ctrlc"),
+    "kill1x2": ("SIGKILL rank 1, two agents", 2, 0, "kill1"),
+    "stop1x2": ("SIGSTOP rank 1, two agents", 2, 0, "stop1"),
+    "kill0x2": ("SIGKILL rank 0, two agents", 2, 0, "kill0"),
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def prepare(args, work: Path) -> Path:
+    import pyg_dist
+    from pyg_dist.partition import Partitioner
+    if args.dataset == "cora":
+        data = pyg_dist.load_dataset("cora", root=args.root)
+    else:
+        data = pyg_dist.synthetic_graph(args.num_nodes, 10, num_features=32, num_classes=8, seed=0)
+    folder = work / f"{args.dataset}-2"
+    Partitioner(data, 2, method="metis").save(folder, progress=False)
+    return folder
+
+
+def launch(folder: Path, log: Path, agents: int, workers: int, rpc_port: int, extra=(), kill=("-1", "0")):
+    """The job's torchrun agents (each in its own session, like a terminal's foreground group)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHELASTIC_")}
+    env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", PYG_DIST_RPC_PORT=str(rpc_port))
+    job = [str(HERE / "run_with_faults.py"), "node_classification", *kill, str(log), "--",
+           "--partition-dir", str(folder), "--epochs", "1000", "--batch-size", "64", "--num-neighbors", "5,3",
+           "--quiet", "--num-workers", str(workers), *extra]
+    port, procs = free_port(), []
+    for node in range(agents):
+        shape = (["--nnodes=1", "--nproc-per-node=2", "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}"]
+                 if agents == 1 else ["--nnodes=2", "--nproc-per-node=1", f"--node-rank={node}",
+                                      "--master-addr=127.0.0.1", f"--master-port={port}"])
+        out = open(log.parent / f"{log.name}.agent{node}.txt", "w")
+        procs.append(subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--monitor-interval=0.1",
+                                       *shape, *job], stdout=out, stderr=subprocess.STDOUT, env=env,
+                                      cwd=EXAMPLES, start_new_session=True))
+    return procs
+
+
+def wait_training(log: Path, procs, steps: int = 3, limit: float = 120.0) -> dict:
+    """``{rank: pid}`` once both ranks logged ``steps`` steps."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        files = [log / f"rank{r}_a0.txt" for r in (0, 1)]
+        if all(f.exists() and len(f.read_text().splitlines()) >= steps for f in files):
+            return {r: int((log / f"rank{r}_a0.pid").read_text()) for r in (0, 1)}
+        if any(p.poll() is not None for p in procs):
+            raise RuntimeError(f"the job ended before training: see {log}.agent*.txt")
+        time.sleep(0.1)
+    raise RuntimeError(f"no training within {limit} s: see {log}.agent*.txt")
+
+
+def inject(fault: str, pids: dict, procs) -> int:
+    """Injects the fault; returns the pid that was hit (or the agent's)."""
+    import psutil
+    if fault in ("kill0", "kill1"):
+        pid = pids[int(fault[-1])]
+        os.kill(pid, signal.SIGKILL)
+    elif fault == "stop1":
+        pid = pids[1]
+        os.kill(pid, signal.SIGSTOP)
+    elif fault == "worker":
+        pid = psutil.Process(pids[1]).children()[0].pid
+        os.kill(pid, signal.SIGKILL)
+    else:  # ctrlc: SIGINT to the whole foreground group, as a terminal does
+        pid = procs[0].pid
+        os.killpg(os.getpgid(pid), signal.SIGINT)
+    return pid
+
+
+def watch(pids: dict, procs, t0: float, limit: float, until: str = "") -> dict:
+    """Seconds from ``t0`` until each rank process, each agent and the whole job ended (``None``: still alive
+    at ``limit``, or when ``until`` ended)."""
+    import psutil
+    ended = {f"rank {r}": None for r in pids}
+    ended.update({f"agent {i}": None for i in range(len(procs))})
+    ended["job"] = None
+    while time.monotonic() - t0 < limit and None in ended.values() and not (until and ended[until] is not None):
+        now = time.monotonic() - t0
+        for r, pid in pids.items():
+            if ended[f"rank {r}"] is None and _gone(psutil, pid):
+                ended[f"rank {r}"] = now
+        for i, p in enumerate(procs):
+            if ended[f"agent {i}"] is None and p.poll() is not None:
+                ended[f"agent {i}"] = now
+        if ended["job"] is None and all(p.poll() is not None for p in procs):
+            ended["job"] = now
+        time.sleep(0.05)
+    return ended
+
+
+def _gone(psutil, pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def leftovers(marker: str, shm_before: set) -> tuple:
+    """Processes whose command line names ``marker`` (killed after counting), new ``/dev/shm`` entries."""
+    import psutil
+    left = []
+    for p in psutil.process_iter(["cmdline"]):
+        if p.info["cmdline"] and any(marker in c for c in p.info["cmdline"]) and p.pid != os.getpid():
+            left.append(p)
+    for p in left:
+        try:
+            p.send_signal(signal.SIGCONT)
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    shm = set(os.listdir("/dev/shm")) - shm_before if os.path.isdir("/dev/shm") else set()
+    return len(left), len(shm)
+
+
+def error_lines(log: Path, agents: int) -> dict:
+    lines = {}
+    for node in range(agents):
+        for line in (log.parent / f"{log.name}.agent{node}.txt").read_text(errors="replace").splitlines():
+            for r in (0, 1):
+                if line.startswith(f"[rank {r}] "):
+                    lines[r] = line[len(f"[rank {r}] "):][:110]
+    return lines
+
+
+def run_row(name: str, folder: Path, work: Path, bound: float) -> dict:
+    what, agents, workers, fault = ROWS[name]
+    log = work / f"log_{name}"
+    shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    rpc_port, blocker = free_port(), None
+    if fault == "port":
+        blocker = socket.socket()
+        blocker.bind(("127.0.0.1", rpc_port))
+        blocker.listen()
+    procs = launch(folder, log, agents, workers, rpc_port)
+    try:
+        t0 = time.monotonic()
+        pids = wait_training(log, procs)
+        if fault == "port":  # handled: the worker world moves to a port the ranks agree on
+            ended = {}
+            result = f"trains (first steps {time.monotonic() - t0:.1f} s after launch)"
+            for p in procs:
+                os.killpg(os.getpgid(p.pid), signal.SIGINT)
+            watch(pids, procs, time.monotonic(), bound + 30)
+        else:
+            t0 = time.monotonic()
+            hit = inject(fault, pids, procs)
+            ended = watch(pids, procs, t0, bound + 60, until="rank 0" if fault == "stop1" else "")
+            result = ""
+            if fault == "stop1":  # the hung rank comes back once the other ended: it must end by itself too
+                try:
+                    os.kill(hit, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+                ended.update({k: v for k, v in watch(pids, procs, t0, bound + 90).items() if ended[k] is None})
+    finally:
+        if blocker is not None:
+            blocker.close()
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(os.getpgid(p.pid), signal.SIGKILL)
+    orphans, shm = leftovers(str(log), shm_before)
+    return {"row": what, "ended": ended, "rc": [p.returncode for p in procs], "lines": error_lines(log, agents),
+            "orphans": orphans, "shm": shm, "result": result, "fault": fault}
+
+
+def fmt(seconds) -> str:
+    return "alive" if seconds is None else f"{seconds:.1f}"
+
+
+def print_fault_table(rows, bound: float) -> None:
+    print(f"\nfailure bound {bound:g} s (PYG_DIST_FAILURE_TIMEOUT); seconds from the fault until each process ended")
+    print("| fault | rank 0 ended | rank 1 ended | job ended | torchrun rc | orphans | /dev/shm left | "
+          "rank 0 says | rank 1 says |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        e, says = r["ended"], r["lines"]
+        if r["result"]:
+            print(f"| {r['row']} | {r['result']} | | | {r['rc']} | {r['orphans']} | {r['shm']} | | |")
+            continue
+        print(f"| {r['row']} | {fmt(e['rank 0'])} | {fmt(e['rank 1'])} | {fmt(e['job'])} | {r['rc']} | "
+              f"{r['orphans']} | {r['shm']} | {says.get(0, '-')} | {says.get(1, '-')} |")
+
+
+def step_rate(log: Path, rank: int = 0, attempt: int = 0, skip: int = 5) -> float:
+    times = [float(line.split(" ")[2]) for line in (log / f"rank{rank}_a{attempt}.txt").read_text().splitlines()]
+    times = times[skip:]
+    return (len(times) - 1) / (times[-1] - times[0]) if len(times) > 2 else float("nan")
+
+
+def timed_job(folder: Path, work: Path, name: str, seconds: float, extra=()):
+    """Runs the job for ``seconds`` of training; returns its log folder."""
+    log = work / f"log_{name}"
+    procs = launch(folder, log, 1, 0, free_port(), extra=extra)
+    try:
+        wait_training(log, procs)
+        time.sleep(seconds)
+    finally:
+        for p in procs:
+            os.killpg(os.getpgid(p.pid), signal.SIGINT)
+            p.wait(timeout=60)
+    return log
+
+
+def checkpoint_table(folder: Path, work: Path, seconds: float) -> None:
+    plain = step_rate(timed_job(folder, work, "ck_none", seconds))
+    ck_dir = work / "ck_minute"
+    with_ck = step_rate(timed_job(folder, work, "ck_minute", seconds,
+                                  extra=("--checkpoint-dir", str(ck_dir), "--checkpoint-interval", "60")))
+    every = work / "ck_every"
+    log = timed_job(folder, work, "ck_every", 10, extra=("--checkpoint-dir", str(every), "--checkpoint-every", "20"))
+    sizes = [p.stat().st_size for p in every.glob("step_*/rank_0.pt")]
+    saves = [float(line.split(" ")[3]) for line in (log / "rank0_a0.txt").read_text().splitlines()]
+    saves = [s for s in saves if s > 0]
+    save_s = sum(saves) / max(len(saves), 1)
+    print(f"\ncheckpoints ({seconds:g} s of training per run, rank 0)")
+    print("| what | value |")
+    print("|---|---|")
+    print(f"| steps/s, no checkpoints | {plain:.1f} |")
+    print(f"| steps/s, --checkpoint-interval 60 (time check every step) | {with_ck:.1f} "
+          f"({100 * (plain - with_ck) / plain:+.1f} % slower) |")
+    print(f"| seconds per checkpoint (write + 2 barriers; mean of {len(saves)}), rank file size | {save_s:.3f} s, "
+          f"{(sizes[0] if sizes else 0) / 1e6:.2f} MB |")
+    print(f"| overhead at one checkpoint per minute: save / 60 s | {100 * save_s / 60:.2f} % |")
+    print(f"| resume: elastic restart, kill to first new step | {elastic_resume(folder, work):.1f} s |")
+
+
+def elastic_resume(folder: Path, work: Path) -> float:
+    """Seconds from the kill of rank 1 (after step 40) to the first step of the restarted group."""
+    log, ck = work / "log_elastic", work / "ck_elastic"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHELASTIC_")}
+    env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", PYG_DIST_RPC_PORT=str(free_port()))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--monitor-interval=0.1", "--nnodes=1",
+           "--nproc-per-node=2", "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{free_port()}",
+           "--max-restarts=1", str(HERE / "run_with_faults.py"), "node_classification", "1", "40", str(log), "--",
+           "--partition-dir", str(folder), "--epochs", "2", "--batch-size", "64", "--num-neighbors", "5,3",
+           "--quiet", "--checkpoint-dir", str(ck), "--checkpoint-every", "20"]
+    subprocess.run(cmd, env=env, cwd=EXAMPLES, capture_output=True, timeout=600, check=True)
+    killed = float((log / "rank1_a0.txt").read_text().splitlines()[-1].split(" ")[2])  # logged, then killed
+    first = float((log / "rank0_a1.txt").read_text().splitlines()[0].split(" ")[2])
+    return first - killed
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--dataset", choices=["synthetic", "cora"], default="synthetic")
+    p.add_argument("--root", default=None, help="Planetoid raw files (cora)")
+    p.add_argument("--num-nodes", type=int, default=20_000)
+    p.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated: {','.join(ROWS)}")
+    p.add_argument("--checkpoint-seconds", type=float, default=20.0, help="training seconds per checkpoint run "
+                   "(0: no checkpoint table)")
+    args = p.parse_args(argv)
+    from pyg_dist.timeouts import failure_timeout
+    bound = failure_timeout()
+    with tempfile.TemporaryDirectory(prefix="bench_faults_") as tmp:
+        work = Path(tmp)
+        folder = prepare(args, work)
+        rows = [run_row(name, folder, work, bound) for name in args.rows.split(",") if name]
+        print_fault_table(rows, bound)
+        if args.checkpoint_seconds > 0:
+            checkpoint_table(folder, work, args.checkpoint_seconds)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""The fault table (issue 15) on a small graph with a 6 s failure bound: every row ends every rank with a
+typed one-line error within the bound, torchrun fails, and nothing is left behind (processes, /dev/shm).
+The same rows, measured on the generator's graph, are ``python scripts/bench_faults.py``."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+import pyg_dist
+from pyg_dist.partition import Partitioner
+
+BENCH = Path(__file__).resolve().parents[2] / "scripts" / "bench_faults.py"
+BOUND = 6.0
+SLACK = 4.0   # process exit, torchrun's 0.1 s monitor, 2 busy cores
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_faults", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    work = tmp_path_factory.mktemp("faults")
+    Partitioner(pyg_dist.synthetic_graph(3000, 8, num_features=16, seed=1), 2, method="metis").save(
+        work / "p2", progress=False)
+    old = os.environ.get("PYG_DIST_FAILURE_TIMEOUT")
+    os.environ["PYG_DIST_FAILURE_TIMEOUT"] = str(BOUND)   # inherited by the jobs
+    yield _bench(), work
+    if old is None:
+        os.environ.pop("PYG_DIST_FAILURE_TIMEOUT")
+    else:
+        os.environ["PYG_DIST_FAILURE_TIMEOUT"] = old
+
+
+TYPED = re.compile(r"^(RemoteCallError|RpcTimeoutError|PeerFailedError|interrupted)\b")
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("row", ["kill1", "kill0", "worker", "stop1", "ctrlc", "kill1x2", "stop1x2", "kill0x2"])
+def test_fault_row_ends_every_rank_within_the_bound(setup, row):
+    bench, work = setup
+    out = bench.run_row(row, work / "p2", work, BOUND)
+    hit = {"kill1": 1, "kill0": 0, "stop1": 1}.get(out["fault"])
+    survivors = [r for r in (0, 1) if r != hit]
+    two_agents = row.endswith("x2")
+    if two_agents:   # the survivor's machine: its agent ends (the stopped rank's own agent may wait on it)
+        assert all(out["ended"][f"agent {r}"] is not None for r in survivors), out
+    else:
+        assert out["ended"]["job"] is not None, out                   # torchrun itself ended
+    for r in survivors:
+        assert out["ended"][f"rank {r}"] <= BOUND + SLACK, out
+        assert TYPED.match(out["lines"].get(r, "")), out              # one typed line per surviving rank
+    assert all(rc != 0 for rc in out["rc"]), out                      # torchrun saw the failure
+    assert out["orphans"] == 0 and out["shm"] == 0, out
+
+
+@pytest.mark.timeout(300)
+def test_a_taken_rpc_port_is_moved_past(setup):
+    bench, work = setup
+    out = bench.run_row("port", work / "p2", work, BOUND)
+    assert out["result"].startswith("trains"), out
+    assert out["orphans"] == 0 and out["shm"] == 0, out
