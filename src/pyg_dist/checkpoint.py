@@ -46,6 +46,8 @@ from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_positive_i
 LOG = logging.getLogger("pyg_dist")
 _WHERE = "Checkpointer"
 _PREFIX = "step_"
+#: Steps after a write (or the start) from whose rate a time-based checkpoint's step is planned.
+_PLAN_AFTER = 10
 
 
 class CheckpointError(PyGDistError, RuntimeError):
@@ -95,8 +97,9 @@ class Checkpointer:
         extra: ``{name: obj}``: objects with ``state_dict``/``load_state_dict``, or with ``save(folder)`` /
             ``load(folder)`` (``DistEmbedding``, ``SparseAdam``: written by each partition's first rank).
         every_steps: Write after every this many optimizer steps (:meth:`step` calls).
-        every_seconds: Write when this many seconds passed since the last write (ranks agree each step:
-            one tiny ``all_reduce``).
+        every_seconds: Write when this many seconds passed since the last write: ``10`` steps after each
+            write the ranks agree (one tiny ``all_reduce``) on the step at which that will be, from their
+            step rate, so no step pays for a clock check.
         keep: Complete checkpoints kept (older ones are deleted).
         partition_writer: Whether this rank writes the partition's ``save(folder)`` extras (default: rank 0
             of its partition; :meth:`pyg_dist.train.DistEnv.checkpointer` sets it).
@@ -131,7 +134,8 @@ class Checkpointer:
         self.resumed_from: Optional[Path] = None
         self.save_seconds: List[float] = []
         self._resume_epoch, self._resume_batch = 0, 0
-        self._last_write = time.monotonic()
+        self._timed_step: Optional[int] = None
+        self._restart_clock()
 
     @property
     def enabled(self) -> bool:
@@ -164,11 +168,25 @@ class Checkpointer:
         due = self.every_steps is not None and self.global_step % self.every_steps == 0
         if self.every_seconds is None:
             return due
-        flag = torch.tensor([int(due or time.monotonic() - self._last_write >= self.every_seconds)])
+        if self._timed_step is None and self.global_step - self._mark[0] >= _PLAN_AFTER:
+            self._timed_step = self._plan_timed_step()
+        return due or self.global_step == self._timed_step
+
+    def _plan_timed_step(self) -> int:
+        """The step at which ``every_seconds`` will have passed since the last write, from this stretch's
+        step rate; the ranks agree on the earliest proposal (one ``all_reduce`` per checkpoint, none per step)."""
+        assert self.every_seconds is not None
+        now, (step0, t0) = time.monotonic(), self._mark
+        per_step = (now - t0) / max(self.global_step - step0, 1)
+        left = self.every_seconds - (now - self._last_write)
+        proposal = torch.tensor([self.global_step + max(int(left / per_step), 0) if left > 0 else self.global_step])
         if self.world_size > 1:  # every rank writes at the same step, whatever its clock says
             import torch.distributed as dist
-            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        return bool(flag)
+            dist.all_reduce(proposal, op=dist.ReduceOp.MIN)
+        return max(int(proposal), self.global_step)
+
+    def _restart_clock(self) -> None:
+        self._last_write, self._mark, self._timed_step = time.monotonic(), (self.global_step, time.monotonic()), None
 
     # ------------------------------------------------------------------ writing
     def save(self) -> Path:
@@ -190,7 +208,7 @@ class Checkpointer:
         _barrier()  # every rank's files are complete before anyone marks the step
         _atomic_save({"step": self.global_step}, folder / f"rank_{self.rank}.done")
         self._prune()
-        self._last_write = time.monotonic()
+        self._restart_clock()
         self.save_seconds.append(time.perf_counter() - start)
         LOG.debug("rank %d: checkpoint %s in %.3f s", self.rank, folder, self.save_seconds[-1])
         return folder
@@ -243,7 +261,8 @@ class Checkpointer:
         pos = state["position"]
         self.global_step, self._resume_epoch, self._resume_batch = pos["global_step"], pos["epoch"], pos["batch"]
         self.epoch, self.batch = pos["epoch"], pos["batch"]
-        self.resumed_from, self._last_write = folder, time.monotonic()
+        self.resumed_from = folder
+        self._restart_clock()
         LOG.info("rank %d: resumed from %s (epoch %d, batch %d, step %d)", self.rank, folder, pos["epoch"],
                  pos["batch"], pos["global_step"])
         return True

@@ -133,15 +133,17 @@ def test_a_kill_during_a_write_leaves_the_previous_checkpoint(data, tmp_path):
     assert fresh.resume() and fresh.resumed_from == tmp_path / "step_000000003"   # the one before
 
 
-def test_time_based_checkpoints(tmp_path):
+def test_time_based_checkpoints_are_planned_from_the_step_rate(tmp_path):
     import time
-    ckpt = Checkpointer(tmp_path, model=torch.nn.Linear(2, 2), every_seconds=0.05)
+    ckpt = Checkpointer(tmp_path, model=torch.nn.Linear(2, 2), every_seconds=0.15, keep=10)
     wrote = []
-    for _ in range(4):
-        wrote.append(ckpt.step())
-        time.sleep(0.06)
-    assert wrote == [False, True, True, True] or wrote == [True, True, True, True]
-    assert len(list(tmp_path.iterdir())) == 2                 # keep=2
+    for step in range(1, 61):
+        time.sleep(0.01)                                   # ~0.15 s = ~15 steps between writes
+        if ckpt.step():
+            wrote.append(step)
+    gaps = [b - a for a, b in zip([0] + wrote, wrote)]
+    assert 3 <= len(wrote) <= 5 and all(10 <= g <= 16 for g in gaps), wrote   # never before 10 steps (planning)
+    assert sorted(int(p.name[5:]) for p in tmp_path.iterdir()) == wrote
 
 
 def test_errors_are_typed(data, tmp_path):
