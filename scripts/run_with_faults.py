@@ -32,14 +32,15 @@ def main() -> None:
     module = importlib.import_module(script)
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
     last = {}
-    original_steps, original_step = module.steps, Checkpointer.step
+    original_steps, original_step = getattr(module, "steps", None), Checkpointer.step
 
     def steps(loader, *args, **kwargs):
         bar, batches = original_steps(loader, *args, **kwargs)
 
         def remembered():
             for batch in batches:
-                last["seeds"] = batch.n_id[:batch.batch_size]
+                if hasattr(batch, "batch_size"):  # node batches (link batches: their edges are the seeds)
+                    last["seeds"] = batch.n_id[:batch.batch_size]
                 yield batch
         return bar, remembered()
 
@@ -49,13 +50,15 @@ def main() -> None:
         took = time.perf_counter() - start if wrote else 0.0
         Path(log_dir).mkdir(parents=True, exist_ok=True)
         with open(Path(log_dir) / f"rank{self.rank}_a{attempt}.txt", "a") as f:
-            ids = ",".join(map(str, last["seeds"].tolist()))
+            ids = ",".join(map(str, last["seeds"].tolist())) if "seeds" in last else "-"
             f.write(f"{self.epoch} {self.global_step} {time.time():.3f} {took:.4f} {ids}\n")
         if self.global_step == int(kill_step) and self.rank == int(kill_rank) and attempt == "0":
             os.kill(os.getpid(), signal.SIGKILL)
         return wrote
 
-    module.steps, Checkpointer.step = steps, step
+    if original_steps is not None:  # the examples that iterate through common.steps: seeds are logged
+        module.steps = steps
+    Checkpointer.step = step
     Path(log_dir).mkdir(parents=True, exist_ok=True)
     (Path(log_dir) / f"rank{os.environ.get('RANK', '0')}_a{attempt}.pid").write_text(str(os.getpid()))
     from pyg_dist.entry import run_main

@@ -21,7 +21,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from common import GraphSAGE, fanouts, setup
+from common import GraphSAGE, checkpoint_config, fanouts, resume, setup
 from pyg_dist.entry import run_main
 
 
@@ -39,11 +39,19 @@ def parse_args(argv=None):
     p.add_argument("--single", action="store_true", help="the one-process nn.Embedding baseline")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true")
-    return p.parse_args(argv)
+    p.add_argument("--checkpoint-dir", default=None, help="checkpoints (embedding rows and optimizer state too); "
+                   "a run started on a folder holding one resumes from it")
+    p.add_argument("--checkpoint-every", type=int, default=None, help="checkpoint every this many steps")
+    p.add_argument("--checkpoint-interval", type=float, default=None, help="... or every this many seconds")
+    args = p.parse_args(argv)
+    if args.single and args.checkpoint_dir:
+        p.error("--checkpoint-dir is for the distributed run (not --single)")
+    return args
 
 
-def run_epoch(model, embed, loader, opts=()):
-    """One pass (training when ``opts`` are given); returns (loss sum, correct, count)."""
+def run_epoch(model, embed, loader, opts=(), ckpt=None):
+    """One pass (training when ``opts`` are given; ``ckpt``: their checkpointer); returns (loss sum,
+    correct, count)."""
     loss_sum = correct = total = 0.0
     model.train(bool(opts))
     for batch in loader:
@@ -56,6 +64,8 @@ def run_epoch(model, embed, loader, opts=()):
             for opt in opts:
                 opt.step()
                 opt.zero_grad()
+            if ckpt is not None:
+                ckpt.step()
         loss_sum += loss.item() * y.numel()
         correct += int((out.argmax(-1) == y).sum())
         total += y.numel()
@@ -66,7 +76,7 @@ def distributed(args) -> float:
     from pyg_dist import DistNeighborLoader, TrainConfig, dist_session, wrap_ddp
     from pyg_dist.embedding import DistEmbedding, SparseAdam
     from pyg_dist.train import all_sum
-    with dist_session(TrainConfig(args.partition_dir)) as env:
+    with dist_session(TrainConfig(args.partition_dir, **checkpoint_config(args))) as env:
         def loader(mask, train):
             return DistNeighborLoader(env, args.num_neighbors, input_nodes=mask, batch_size=args.batch_size,
                                       shuffle=train, seed=args.seed, node_attrs=["y"],
@@ -77,8 +87,11 @@ def distributed(args) -> float:
         model = wrap_ddp(GraphSAGE(args.dim, args.hidden, env.num_classes(), len(args.num_neighbors)), env)
         opts = (torch.optim.Adam(model.parameters(), lr=args.lr),
                 SparseAdam([embed], lr=args.emb_lr, sync=args.sync))
-        for epoch in range(1, args.epochs + 1):
-            loss, _, n = all_sum(run_epoch(model, embed, train, opts), env).tolist()
+        ckpt = env.checkpointer(model=model, optimizer=opts[0], loaders={"train": train, "val": val},
+                                extra={"embedding": embed, "embedding_optimizer": opts[1]})
+        resume(env, ckpt)
+        for epoch in ckpt.epochs(args.epochs, train):
+            loss, _, n = all_sum(run_epoch(model, embed, train, opts, ckpt), env).tolist()
             _, correct, total = all_sum(run_epoch(model, embed, val), env).tolist()
             if env.rank == 0 and not args.quiet:
                 print(f"epoch={epoch:03d} loss={loss / max(n, 1):.4f} val_acc={correct / max(total, 1):.4f}",

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.sampler import NegativeSampling
 
-from common import LinkModel, base_parser, check_args, print0, set_loss, setup, steps
+from common import LinkModel, base_parser, check_args, checkpoint_config, print0, resume, set_loss, setup, steps
 from pyg_dist import DistLinkNeighborLoader, InvalidArgumentError, TrainConfig, dist_session, wrap_ddp
 from pyg_dist.entry import run_main
 from pyg_dist.partition import read_meta
@@ -42,11 +42,12 @@ def check_folder(script: str, partition_dir: str, temporal: bool):
     return meta
 
 
-def run_epoch(model, loader, env, optimizer=None, max_steps=0, desc="", quiet=True):
-    """One pass; trains when ``optimizer`` is given. Returns (mean loss, accuracy) over all ranks."""
+def run_epoch(model, loader, env, optimizer=None, max_steps=0, desc="", quiet=True, ckpt=None):
+    """One pass; trains when ``optimizer`` is given (``ckpt``: its checkpointer). Returns (mean loss,
+    accuracy) over all ranks."""
     model.train(optimizer is not None)
     loss_sum = correct = total = 0.0
-    bar, batches = steps(loader, max_steps, desc, quiet)
+    bar, batches = steps(loader, max_steps, desc, quiet, start=ckpt.start_batch if ckpt else 0)
     for batch in batches:
         batch = batch.to(env.device)
         with torch.set_grad_enabled(optimizer is not None):
@@ -56,6 +57,8 @@ def run_epoch(model, loader, env, optimizer=None, max_steps=0, desc="", quiet=Tr
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
+            if ckpt is not None:
+                ckpt.step()  # a checkpoint when one is due (--checkpoint-dir)
         loss_sum += loss.item() * logits.numel()
         correct += int(((logits > 0).float() == batch.edge_label).sum())
         total += logits.numel()
@@ -70,7 +73,8 @@ def main(argv=None, temporal: bool = False, doc: str = __doc__) -> float:
     check_folder(script, args.partition_dir, temporal)
     setup(args)
     torch.manual_seed(args.seed)
-    with dist_session(TrainConfig(args.partition_dir, num_workers=args.num_workers)) as env:
+    config = TrainConfig(args.partition_dir, num_workers=args.num_workers, **checkpoint_config(args))
+    with dist_session(config) as env:
         meta = env.graph_store.partition_meta
         time_attr = "edge_time" if temporal else None
 
@@ -87,11 +91,13 @@ def main(argv=None, temporal: bool = False, doc: str = __doc__) -> float:
         optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
         print0(env, f"world={env.world_size} partitions={meta.num_parts} temporal={temporal} "
                     f"batches_per_epoch={train_loader.num_batches}")
+        ckpt = env.checkpointer(model=model, optimizer=optimizer, loaders={"train": train_loader})
         try:
-            for epoch in range(1, args.epochs + 1):
+            resume(env, ckpt)
+            for epoch in ckpt.epochs(args.epochs, train_loader):  # from the resumed epoch on, if any
                 start = time.perf_counter()
                 loss, acc = run_epoch(model, train_loader, env, optimizer, args.max_steps, f"epoch {epoch}",
-                                      args.quiet)
+                                      args.quiet, ckpt)
                 print0(env, f"epoch={epoch:03d} loss={loss:.4f} link_acc={acc:.4f} "
                             f"time={time.perf_counter() - start:.2f}s")
         finally:

@@ -95,7 +95,8 @@ class Checkpointer:
         model / optimizer / scheduler: What :meth:`save` stores (``state_dict`` / ``load_state_dict``).
         loaders: ``{name: loader}`` of pyg_dist loaders whose position is saved (train, val, ...).
         extra: ``{name: obj}``: objects with ``state_dict``/``load_state_dict``, or with ``save(folder)`` /
-            ``load(folder)`` (``DistEmbedding``, ``SparseAdam``: written by each partition's first rank).
+            ``load(folder)`` (``DistEmbedding``, ``SparseAdam``: written by each partition's first rank; this
+            form wins when an object has both).
         every_steps: Write after every this many optimizer steps (:meth:`step` calls).
         every_seconds: Write when this many seconds passed since the last write: ``10`` steps after each
             write the ranks agree (one tiny ``all_reduce``) on the step at which that will be, from their
@@ -218,7 +219,7 @@ class Checkpointer:
                 "position": {"global_step": self.global_step, "epoch": self.epoch, "batch": self.batch},
                 "model": _sd(self.model), "optimizer": _sd(self.optimizer), "scheduler": _sd(self.scheduler),
                 "loaders": {k: v.state_dict() for k, v in self.loaders.items()},
-                "extra": {k: v.state_dict() for k, v in self.extra.items() if _has(v, "state_dict", "load_state_dict")},
+                "extra": {k: v.state_dict() for k, v in self.extra.items() if not _has(v, "save", "load")},
                 "rng": _rng_state()}
 
     def _prune(self) -> None:
@@ -279,10 +280,10 @@ class Checkpointer:
                                       f"{sorted(state['loaders'])})")
             loader.load_state_dict(state["loaders"][name])
         for name, obj in self.extra.items():
-            if _has(obj, "state_dict", "load_state_dict"):
-                obj.load_state_dict(state["extra"][name])
-            else:
+            if _has(obj, "save", "load"):  # before state_dict: DistEmbedding is also an nn.Module
                 obj.load(folder / "extra")
+            else:
+                obj.load_state_dict(state["extra"][name])
         _set_rng_state(state["rng"])
 
 

@@ -108,3 +108,29 @@ def test_elastic_restart_resumes_by_itself(folder, uninterrupted, tmp_path, rdzv
     _same_params(uninterrupted, tmp_path / "elastic.pt")
     seeds = _seeds_per_epoch(tmp_path / "log_elastic", {0: KILL})     # steps 21-22 of attempt 0 are redone
     assert all(seeds[e] == _train_ids(folder) for e in (1, 2, 3))
+
+
+def _example(script, folder, log: Path, kill_step: int, *extra):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc-per-node=2",
+           "--master-addr=127.0.0.1", f"--master-port={free_port()}", "--monitor-interval=0.1", str(FAULTS), script,
+           "1", str(kill_step), str(log), "--", "--partition-dir", str(folder), "--epochs", "3", "--quiet", *extra]
+    env = dict(_env(), PYG_DIST_RPC_PORT=str(free_port()))
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env, cwd=EXAMPLES)
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("script,extra", [
+    ("embedding_node_classification", ("--sync",)),              # DistEmbedding rows + SparseAdam state saved
+    ("link_prediction", ("--batch-size", "128", "--num-neighbors", "4,3")),
+])
+def test_other_examples_resume_to_the_same_result(folder, tmp_path, script, extra):
+    plain = _example(script, folder, tmp_path / "a", 0, *extra)
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    ck = ("--checkpoint-dir", str(tmp_path / "ck"), "--checkpoint-every", "10")
+    killed = _example(script, folder, tmp_path / "b", 20, *extra, *ck)
+    assert killed.returncode != 0
+    resumed = _example(script, folder, tmp_path / "c", 0, *extra, *ck)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "(step 20)" in resumed.stdout, resumed.stdout
+    final = [ln for ln in plain.stdout.splitlines() if ln.startswith("test_acc=")]
+    assert final and final == [ln for ln in resumed.stdout.splitlines() if ln.startswith("test_acc=")]
