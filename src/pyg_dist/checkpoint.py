@@ -223,17 +223,30 @@ class Checkpointer:
                 "rng": _rng_state()}
 
     def _prune(self) -> None:
+        """Removes this rank's files of complete checkpoints beyond the newest ``keep``, and of unfinished
+        ones older than the newest complete (a run killed while writing); the last rank out removes the
+        folder."""
         assert self.directory is not None
-        for step in self._complete_steps()[:-self.keep]:
+        done = self._complete_steps()
+        stale = set(done[:-self.keep])
+        if done:
+            stale |= {s for s in self._all_steps() if s < done[-1] and s not in done}
+        for step in sorted(stale):
             folder = self.directory / f"{_PREFIX}{step:09d}"
-            for name in (f"rank_{self.rank}.done", f"rank_{self.rank}.pt"):  # marker first: never half-valid
-                (folder / name).unlink(missing_ok=True)
+            mine = [folder / f"rank_{self.rank}.done", folder / f"rank_{self.rank}.pt"]  # marker first
+            for path in mine + list(folder.glob(f".rank_{self.rank}.pt.tmp*")):
+                path.unlink(missing_ok=True)
             try:
-                last = not any(folder.glob("rank_*"))
+                last = not any(p.name.startswith(("rank_", ".rank_")) for p in folder.iterdir())
             except FileNotFoundError:  # another rank removed it meanwhile
                 continue
-            if last:  # the last rank out removes the extras and the folder
+            if last:
                 shutil.rmtree(folder, ignore_errors=True)
+
+    def _all_steps(self) -> List[int]:
+        assert self.directory is not None
+        return [int(f.name[len(_PREFIX):]) for f in self.directory.glob(f"{_PREFIX}*")
+                if f.name[len(_PREFIX):].isdigit()]
 
     def _complete_steps(self) -> List[int]:
         """Steps whose checkpoint this rank finished (its ``.done`` marker), oldest first."""

@@ -131,6 +131,9 @@ def test_a_kill_during_a_write_leaves_the_previous_checkpoint(data, tmp_path):
     assert [p.name for p in half.iterdir() if not p.name.startswith(".")] == [], list(half.iterdir())  # temp only
     fresh = _parts(data, tmp_path)[-1]
     assert fresh.resume() and fresh.resumed_from == tmp_path / "step_000000003"   # the one before
+    fresh.global_step = 7
+    fresh.save()                                   # the next write removes the half-written folder
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step_000000003", "step_000000007"]
 
 
 def test_time_based_checkpoints_are_planned_from_the_step_rate(tmp_path):
