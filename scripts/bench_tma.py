@@ -79,24 +79,34 @@ def node_jobs(args, out: Path):
         graphs.append((f"generator {args.num_nodes // 1000}k", pyg_dist.synthetic_graph(args.num_nodes, 10, seed=0),
                        256))
     for name, data, batch in graphs:
-        for world in (2, 4):
-            for mode, method, label in MODES:
+        for world in args.worlds:
+            for mode, method, label, more in modes(args):
                 folder = partition(name.split()[0].lower(), data, method, world, out)
                 yield (name, "node acc", world, label, "tma_node_classification.py", folder, mode,
-                       ("--batch-size", str(batch)))
+                       ("--batch-size", str(batch), *more))
+
+
+def modes(args):
+    """``(mode, partition method, label, extra args)``: MODES, plus the TMA rows with averaged optimizer
+    moments when ``--average-optimizer``."""
+    for mode, method, label in MODES:
+        if mode != "tma" or args.average_optimizer != "only":
+            yield mode, method, label, ()
+        if mode == "tma" and args.average_optimizer in ("also", "only"):
+            yield mode, method, f"{label} + avg. moments", ("--average-optimizer",)
 
 
 def link_jobs(args, out: Path):
     if "link" not in args.only:
         return
-    for mode, method, label in MODES:
+    for mode, method, label, more in modes(args):
         folder = str(out / f"lp-{method}-2")
         if not Path(folder, "META.json").is_file():
             subprocess.run([sys.executable, str(EXAMPLES / "tma_link_prediction.py"), "--prepare", "--partition-dir",
                             folder, "--method", method, "--num-parts", "2", "--num-nodes", str(args.num_nodes)],
                            check=True, capture_output=True)
         yield (f"generator {args.num_nodes // 1000}k", "link MRR", 2, label, "tma_link_prediction.py", folder, mode,
-               ("--batch-size", "512"))
+               ("--batch-size", "512", *more))
 
 
 def main() -> None:
@@ -107,7 +117,11 @@ def main() -> None:
     p.add_argument("--num-nodes", type=int, default=20000)
     p.add_argument("--only", default="cora,generator,link", help="which of cora, generator, link to run")
     p.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "pyg_dist_bench_tma"))
+    p.add_argument("--worlds", default="2,4", help="trainer counts of the node classification rows")
+    p.add_argument("--average-optimizer", choices=("no", "also", "only"), default="no",
+                   help="TMA rows with Adam's moments averaged at every round too (also: beside the plain ones)")
     args = p.parse_args()
+    args.worlds = [int(w) for w in args.worlds.split(",")]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []

@@ -45,6 +45,7 @@ def parser(doc: str) -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--average-optimizer", action="store_true", help="also average Adam's moments at every round")
     return p
 
 
@@ -71,8 +72,11 @@ def run_tma_mode(task: Task, args, meta) -> Optional[dict]:
     out_dim = _max(int(data.y.max()) + 1 if data.y.numel() else 0) if task.classes else args.hidden
     model, optimizer = _model(task, args, data.x.size(1), out_dim)
     full = whole_graph(args.partition_dir) if rank == 0 else None
-    config = (TMAConfig(interval=None, total_time=None, interval_steps=args.interval_steps, max_steps=args.max_steps)
-              if args.interval_steps else TMAConfig(interval=args.interval, total_time=args.total_time))
+    avg = args.average_optimizer
+    config = (TMAConfig(interval=None, total_time=None, interval_steps=args.interval_steps, max_steps=args.max_steps,
+                        average_optimizer=avg)
+              if args.interval_steps else TMAConfig(interval=args.interval, total_time=args.total_time,
+                                                    average_optimizer=avg))
     result = run_tma(model, optimizer, task.local_loader(data, rank), task.loss, config,
                      evaluate=(lambda m: task.metric(m, full, "val")) if rank == 0 else None)
     steps = [None] * world

@@ -40,6 +40,32 @@ def test_average_is_the_mean_on_every_trainer(world):
         assert sent == int(mean.numel() * 4 * 2 * (world - 1) / world)
 
 
+def _moments_rank(rank, world):
+    from pyg_dist.tma.trainer import average_optimizer_state
+    _init()
+    torch.manual_seed(rank)
+    model = torch.nn.Linear(7, 3)
+    opt = torch.optim.Adam(model.parameters(), lr=0.1)
+    for _ in range(rank + 1):                                        # different step counts per trainer
+        model(torch.randn(4, 7)).sum().backward()
+        opt.step()
+    def moments():
+        return {k: torch.cat([opt.state[p][k].reshape(-1) for p in model.parameters()]).clone()
+                for k in ("exp_avg", "exp_avg_sq", "step")}
+    before = moments()
+    average_optimizer_state(opt)
+    return before, moments()
+
+
+@pytest.mark.timeout(120)
+def test_average_optimizer_moments_is_the_mean_and_keeps_step_counts():
+    res = spawn_world(2, _moments_rank, timeout=100)
+    for k in ("exp_avg", "exp_avg_sq"):
+        mean = (res[0][0][k] + res[1][0][k]) / 2
+        assert all(torch.equal(after[k], mean) for _, after in res), k
+    assert [after["step"].tolist() for _, after in res] == [before["step"].tolist() for before, _ in res]
+
+
 class _Batches:
     """A local loader of fixed random batches; an optional delay per batch (a slow trainer)."""
 

@@ -43,6 +43,9 @@ class TMAConfig:
         interval_steps: Local steps between aggregations (step-based; then ``max_steps`` too).
         max_steps: Local steps of every trainer (step-based).
         timeout: Seconds any store access or aggregation may take before it fails.
+        average_optimizer: Also average the optimizer's floating state (Adam's moments) at every round
+            (the paper keeps it local: ``False``). Averaged moments stop each trainer's momentum from
+            pulling the averaged weights straight back towards its own partition.
 
     Example:
         >>> TMAConfig(interval=2.0, total_time=60.0).time_based
@@ -55,6 +58,7 @@ class TMAConfig:
     interval_steps: Optional[int] = None
     max_steps: Optional[int] = None
     timeout: float = 120.0
+    average_optimizer: bool = False
 
     def __post_init__(self):
         steps = self.interval_steps is not None or self.max_steps is not None
@@ -68,6 +72,8 @@ class TMAConfig:
             for name in ("interval", "total_time"):
                 _seconds(name, getattr(self, name))
         _seconds("timeout", self.timeout)
+        if not isinstance(self.average_optimizer, bool):
+            raise InvalidArgumentError(_WHERE, "average_optimizer", self.average_optimizer, "a bool")
 
     @property
     def time_based(self) -> bool:

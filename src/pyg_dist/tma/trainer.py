@@ -47,6 +47,25 @@ def average_parameters(model: torch.nn.Module, group=None) -> int:
     return int(flat.numel() * flat.element_size() * 2 * (world - 1) / max(world, 1))
 
 
+def average_optimizer_state(optimizer: torch.optim.Optimizer, group=None) -> int:
+    """Replaces the optimizer's floating state tensors (e.g. Adam's ``exp_avg`` / ``exp_avg_sq``) by their
+    mean over the trainers (one ``all_reduce``); step counters stay local. Returns the bytes sent."""
+    import torch.distributed as dist
+    tensors = [v for state in optimizer.state.values() for k, v in sorted(state.items())
+               if isinstance(v, torch.Tensor) and v.is_floating_point() and v.dim() > 0]
+    if not tensors:
+        return 0
+    flat = torch.cat([t.reshape(-1) for t in tensors])
+    world = dist.get_world_size(group)
+    dist.all_reduce(flat, group=group)
+    flat /= world
+    offset = 0
+    for t in tensors:
+        t.copy_(flat[offset:offset + t.numel()].view_as(t))
+        offset += t.numel()
+    return int(flat.numel() * flat.element_size() * 2 * (world - 1) / max(world, 1))
+
+
 class Evaluator(threading.Thread):
     """Scores snapshots of aggregated models in the background; keeps the best (ties: earliest)."""
 
@@ -104,10 +123,12 @@ class TMAResult:
     best_state: Optional[Dict[str, torch.Tensor]] = None
 
 
-def _aggregate(model, result: TMAResult, count: int, evaluator: Optional[Evaluator]) -> None:
+def _aggregate(model, result: TMAResult, count: int, evaluator: Optional[Evaluator], optimizer=None) -> None:
     for _ in range(count):
         try:
             result.bytes_sent += average_parameters(model)
+            if optimizer is not None:
+                result.bytes_sent += average_optimizer_state(optimizer)
         except RuntimeError as exc:
             raise AggregationError(f"aggregation round {result.rounds + 1} failed: a trainer died or left "
                                    f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from exc
@@ -205,7 +226,7 @@ def _loop(model, optimizer, loader, train_step, clock: RoundClock, result: TMARe
             result.steps += 1
             stepped_any = True
             due, stop = clock.after_step()
-            _aggregate(model, result, due, evaluator)
+            _aggregate(model, result, due, evaluator, optimizer if clock.config.average_optimizer else None)
             if stop:
                 return
         result.epochs += 1
@@ -215,9 +236,10 @@ def _loop(model, optimizer, loader, train_step, clock: RoundClock, result: TMARe
                                            "(step-based schedules count steps)")
             time.sleep(0.01)
             due, stop = clock.after_step(stepped=False)
-            _aggregate(model, result, due, evaluator)
+            _aggregate(model, result, due, evaluator, optimizer if clock.config.average_optimizer else None)
             if stop:
                 return
 
 
-__all__ = ["run_tma", "average_parameters", "TMAResult", "AggregationError", "TMAAbortedError", "Evaluator"]
+__all__ = ["run_tma", "average_parameters", "average_optimizer_state", "TMAResult", "AggregationError",
+           "TMAAbortedError", "Evaluator"]
