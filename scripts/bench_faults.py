@@ -39,7 +39,13 @@ ROWS = {  # name: (what, agents, num_workers, fault)
     "kill1x2": ("SIGKILL rank 1, two agents", 2, 0, "kill1"),
     "stop1x2": ("SIGSTOP rank 1, two agents", 2, 0, "stop1"),
     "kill0x2": ("SIGKILL rank 0, two agents", 2, 0, "kill0"),
+    "killseeds": ("SIGKILL rank 1 as the loaders agree on seeds", 1, 0, "balance"),
+    "stopseeds": ("SIGSTOP rank 1 as the loaders agree on seeds", 1, 0, "stop-balance"),
+    "killend": ("SIGKILL rank 1 entering shutdown", 1, 0, "shutdown"),
+    "stopend": ("SIGSTOP rank 1 entering shutdown", 1, 0, "stop-shutdown"),
 }
+#: Faults a rank injects into itself at a phase (scripts/run_with_faults.py); the rest are injected here.
+PHASES = ("balance", "stop-balance", "shutdown", "stop-shutdown")
 
 
 def free_port() -> int:
@@ -174,27 +180,11 @@ def run_row(name: str, folder: Path, work: Path, bound: float) -> dict:
         blocker = socket.socket()
         blocker.bind(("127.0.0.1", rpc_port))
         blocker.listen()
-    procs = launch(folder, log, agents, workers, rpc_port)
+    short = ("--epochs", "1", "--max-steps", "5") if "shutdown" in fault else ()
+    procs = launch(folder, log, agents, workers, rpc_port, extra=short,
+                   kill=("1", fault) if fault in PHASES else ("-1", "0"))
     try:
-        t0 = time.monotonic()
-        pids = wait_training(log, procs)
-        if fault == "port":  # handled: the worker world moves to a port the ranks agree on
-            ended = {}
-            result = f"trains (first steps {time.monotonic() - t0:.1f} s after launch)"
-            for p in procs:
-                os.killpg(os.getpgid(p.pid), signal.SIGINT)
-            watch(pids, procs, time.monotonic(), bound + 30)
-        else:
-            t0 = time.monotonic()
-            hit = inject(fault, pids, procs)
-            ended = watch(pids, procs, t0, bound + 60, until="rank 0" if fault == "stop1" else "")
-            result = ""
-            if fault == "stop1":  # the hung rank comes back once the other ended: it must end by itself too
-                try:
-                    os.kill(hit, signal.SIGCONT)
-                except ProcessLookupError:
-                    pass
-                ended.update({k: v for k, v in watch(pids, procs, t0, bound + 90).items() if ended[k] is None})
+        ended, result = _fault(fault, log, procs, bound)
     finally:
         if blocker is not None:
             blocker.close()
@@ -204,6 +194,58 @@ def run_row(name: str, folder: Path, work: Path, bound: float) -> dict:
     orphans, shm = leftovers(str(log), shm_before)
     return {"row": what, "ended": ended, "rc": [p.returncode for p in procs], "lines": error_lines(log, agents),
             "orphans": orphans, "shm": shm, "result": result, "fault": fault}
+
+
+def _fault(fault: str, log: Path, procs, bound: float):
+    """Injects ``fault`` (or waits for the rank that injects it itself); returns ``(ended, result)``."""
+    t0 = time.monotonic()
+    if fault in PHASES:
+        pids = {r: _pid(log, r, procs) for r in (0, 1)}
+        t0 = _hit(pids[1], stopped=fault.startswith("stop-"), procs=procs)
+        hit = pids[1]
+    else:
+        pids = wait_training(log, procs)
+        if fault == "port":  # handled: the worker world moves to a port the ranks agree on
+            result = f"trains (first steps {time.monotonic() - t0:.1f} s after launch)"
+            for p in procs:
+                os.killpg(os.getpgid(p.pid), signal.SIGINT)
+            watch(pids, procs, time.monotonic(), bound + 30)
+            return {}, result
+        t0 = time.monotonic()
+        hit = inject(fault, pids, procs)
+    stopped = fault in ("stop1", "stop-balance", "stop-shutdown")
+    ended = watch(pids, procs, t0, bound + 60, until="rank 0" if stopped else "")
+    if stopped:  # the hung rank comes back once the other ended: it must end by itself too
+        try:
+            os.kill(hit, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+        ended.update({k: v for k, v in watch(pids, procs, t0, bound + 90).items() if ended[k] is None})
+    return ended, ""
+
+
+def _pid(log: Path, rank: int, procs, limit: float = 120.0) -> int:
+    path, deadline = log / f"rank{rank}_a0.pid", time.monotonic() + limit
+    while not path.exists() or not path.read_text():
+        if time.monotonic() > deadline or all(p.poll() is not None for p in procs):
+            raise RuntimeError(f"rank {rank} did not start: see {log}.agent*.txt")
+        time.sleep(0.05)
+    return int(path.read_text())
+
+
+def _hit(pid: int, stopped: bool, procs, limit: float = 180.0) -> float:
+    """When the rank that faults itself is dead (or stopped)."""
+    import psutil
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            status = psutil.Process(pid).status()
+        except psutil.NoSuchProcess:
+            return time.monotonic()
+        if status == (psutil.STATUS_STOPPED if stopped else psutil.STATUS_ZOMBIE):
+            return time.monotonic()
+        time.sleep(0.02)
+    raise RuntimeError(f"pid {pid} never reached its fault")
 
 
 def fmt(seconds) -> str:

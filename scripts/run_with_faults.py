@@ -5,6 +5,9 @@
 * After optimizer step ``KILL_STEP`` (counted by the run's ``Checkpointer``; a checkpoint due at that step
   is written first), rank ``KILL_RANK`` SIGKILLs itself, in the first attempt only
   (``TORCHELASTIC_RESTART_COUNT`` 0): a restarted group runs to the end. ``KILL_STEP`` 0: no fault.
+  ``KILL_STEP`` may also name a phase: ``balance`` (as the loaders agree on seeds: a collective) or
+  ``shutdown`` (entering ``dist_session``'s teardown), SIGKILL there, or ``stop-balance`` /
+  ``stop-shutdown``: SIGSTOP there (a hung process; whoever injects it sends SIGCONT later).
 * ``LOG_DIR/rank<r>_a<attempt>.txt`` gets one line per trained batch: ``epoch step unix_time
   save_seconds id,id,...`` (``save_seconds``: the checkpoint written at that step, 0 if none; then the
   batch's seed ids, global). ``LOG_DIR/rank<r>_a<attempt>.pid`` holds the rank's pid.
@@ -52,9 +55,13 @@ def main() -> None:
         with open(Path(log_dir) / f"rank{self.rank}_a{attempt}.txt", "a") as f:
             ids = ",".join(map(str, last["seeds"].tolist())) if "seeds" in last else "-"
             f.write(f"{self.epoch} {self.global_step} {time.time():.3f} {took:.4f} {ids}\n")
-        if self.global_step == int(kill_step) and self.rank == int(kill_rank) and attempt == "0":
+        if kill_step.isdigit() and self.global_step == int(kill_step) and self.rank == int(kill_rank) \
+                and attempt == "0":
             os.kill(os.getpid(), signal.SIGKILL)
         return wrote
+
+    if not kill_step.isdigit() and os.environ.get("RANK") == kill_rank and attempt == "0":
+        _fault_at_phase(kill_step)
 
     if original_steps is not None:  # the examples that iterate through common.steps: seeds are logged
         module.steps = steps
@@ -63,6 +70,21 @@ def main() -> None:
     (Path(log_dir) / f"rank{os.environ.get('RANK', '0')}_a{attempt}.pid").write_text(str(os.getpid()))
     from pyg_dist.entry import run_main
     run_main(module.main, rest)
+
+
+def _fault_at_phase(what: str) -> None:
+    """Wraps the phase's function so that this process SIGKILLs (or SIGSTOPs) itself on entering it."""
+    import pyg_dist.loader.dist_node_loader as node_loader
+    import pyg_dist.train as train
+    sig = signal.SIGSTOP if what.startswith("stop-") else signal.SIGKILL
+    phase = what[len("stop-"):] if what.startswith("stop-") else what
+    owner, name = {"balance": (node_loader, "balance_seeds"), "shutdown": (train, "teardown")}[phase]
+    original = getattr(owner, name)
+
+    def faulty(*args, **kwargs):
+        os.kill(os.getpid(), sig)
+        return original(*args, **kwargs)
+    setattr(owner, name, faulty)
 
 
 if __name__ == "__main__":
