@@ -41,7 +41,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional
 
 import torch
 
-from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_positive_int
+from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_positive_int, check_seconds
 
 LOG = logging.getLogger("pyg_dist")
 _WHERE = "Checkpointer"
@@ -114,9 +114,8 @@ class Checkpointer:
             raise InvalidArgumentError(_WHERE, "directory", directory, "a folder path or None")
         if every_steps is not None:
             check_positive_int(_WHERE, "every_steps", every_steps)
-        s = every_seconds
-        if s is not None and (isinstance(s, bool) or not isinstance(s, (int, float)) or s <= 0):
-            raise InvalidArgumentError(_WHERE, "every_seconds", s, "None or a positive number of seconds")
+        if every_seconds is not None:
+            check_seconds(_WHERE, "every_seconds", every_seconds)
         self.keep = check_positive_int(_WHERE, "keep", keep)
         self.loaders = dict(loaders or {})
         for name, loader in self.loaders.items():

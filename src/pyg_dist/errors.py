@@ -92,6 +92,13 @@ def check_positive_int(where: str, name: str, value: Any, allow_zero: bool = Fal
     return int(value)
 
 
+def check_seconds(where: str, name: str, value: Any) -> float:
+    """Returns ``value`` as float seconds, or raises :class:`InvalidArgumentError` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise InvalidArgumentError(where, name, value, "a positive number of seconds")
+    return float(value)
+
+
 def check_choice(where: str, name: str, value: Any, choices) -> Any:
     """Returns ``value`` if it is one of ``choices``, else raises :class:`InvalidArgumentError`."""
     if value not in choices:

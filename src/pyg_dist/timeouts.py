@@ -23,18 +23,11 @@ import datetime
 import logging
 import os
 
-from pyg_dist.errors import InvalidArgumentError
+from pyg_dist.errors import check_seconds
 
 LOG = logging.getLogger("pyg_dist")
 FAILURE_TIMEOUT_ENV = "PYG_DIST_FAILURE_TIMEOUT"
 DEFAULT_FAILURE_TIMEOUT = 20.0
-
-
-def check_seconds(where: str, name: str, value) -> float:
-    """``value`` as float seconds, or :class:`InvalidArgumentError` naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise InvalidArgumentError(where, name, value, "a positive number of seconds")
-    return float(value)
 
 
 def failure_timeout() -> float:
@@ -76,5 +69,5 @@ def apply_to_process_group() -> bool:
     return True
 
 
-__all__ = ["failure_timeout", "set_failure_timeout", "call_timeout", "apply_to_process_group", "check_seconds",
-           "FAILURE_TIMEOUT_ENV", "DEFAULT_FAILURE_TIMEOUT"]
+__all__ = ["failure_timeout", "set_failure_timeout", "call_timeout", "apply_to_process_group", "FAILURE_TIMEOUT_ENV",
+           "DEFAULT_FAILURE_TIMEOUT"]

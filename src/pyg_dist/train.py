@@ -32,7 +32,7 @@ import torch
 from pyg_dist import timeouts
 from pyg_dist._alloc import tune_allocator
 from pyg_dist.context import DistContext
-from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_choice, check_positive_int
+from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_choice, check_positive_int, check_seconds
 
 LOG = logging.getLogger("pyg_dist")
 _WHERE = "TrainConfig"
@@ -94,7 +94,6 @@ class TrainConfig:
         check_positive_int(_WHERE, "num_workers", self.num_workers, allow_zero=True)
         if self.backend is not None:
             check_choice(_WHERE, "backend", self.backend, ("gloo", "nccl"))
-        from pyg_dist.timeouts import check_seconds
         for name in ("timeout", "call_timeout", "failure_timeout"):
             if name == "timeout" or getattr(self, name) is not None:
                 check_seconds(_WHERE, name, getattr(self, name))

@@ -21,7 +21,7 @@ from torch_geometric.data import HeteroData
 from pyg_dist.context import DistContext as NativeContext
 from pyg_dist.distributed.context import DistContext, native_context, resolve_address
 from pyg_dist.distributed.stores import check_stores, time_attr_of
-from pyg_dist.errors import InvalidArgumentError, check_positive_int
+from pyg_dist.errors import InvalidArgumentError, check_positive_int, check_seconds
 from pyg_dist.loader import dist_link_loader, dist_node_loader
 
 
@@ -87,8 +87,7 @@ class DistLoader:
             raise InvalidArgumentError(where, "current_ctx", current_ctx, "a pyg_dist.distributed.DistContext")
         self.master_addr, self.master_port = resolve_address(where, master_addr, master_port)
         self.num_rpc_threads = check_positive_int(where, "num_rpc_threads", num_rpc_threads)
-        if isinstance(rpc_timeout, bool) or not isinstance(rpc_timeout, (int, float)) or not rpc_timeout > 0:
-            raise InvalidArgumentError(where, "rpc_timeout", rpc_timeout, "a positive number of seconds")
+        check_seconds(where, "rpc_timeout", rpc_timeout)
         self.current_ctx, self.channel, self.rpc_timeout = current_ctx, channel, float(rpc_timeout)
         self.dist_sampler, self.pid = dist_sampler, os.getpid()
         self.num_workers = kwargs.get("num_workers", 0)

@@ -32,7 +32,7 @@ from typing import Any, Optional
 
 import torch
 
-from ..errors import InvalidArgumentError, PyGDistError, RemoteCallError, RpcTimeoutError
+from ..errors import InvalidArgumentError, PyGDistError, RemoteCallError, RpcTimeoutError, check_seconds
 from . import aio, callees, runtime
 
 #: Extra seconds a waiter allows beyond the call's own timeout before giving up on torch's verdict.
@@ -134,7 +134,7 @@ def call_async(partition: int, op: str, payload: Any = None, *, timeout: Optiona
         raise InvalidArgumentError(where, "partition", partition, f"an int in [0, {ctx.num_partitions})")
     callees.lookup(op)  # every process registers the same table: an unknown name is a local bug
     _check_payload(where, payload)
-    timeout = state.call_timeout if timeout is None else runtime._positive_seconds(where, "timeout", timeout)
+    timeout = state.call_timeout if timeout is None else check_seconds(where, "timeout", timeout)
     target = ctx.pick_rpc_rank(partition)
     name = ctx.worker_name(target)
     if target == ctx.rpc_rank or not state.uses_rpc:

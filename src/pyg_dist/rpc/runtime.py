@@ -20,11 +20,17 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
 from ..context import AGENT_STORE_ENV, DistContext
-from ..errors import InvalidArgumentError, NotInitializedError, PyGDistError, RpcTimeoutError, check_positive_int
+from ..errors import (
+    InvalidArgumentError,
+    NotInitializedError,
+    PyGDistError,
+    RpcTimeoutError,
+    check_positive_int,
+    check_seconds,
+)
 from . import aio, leave
 
 DEFAULT_INIT_TIMEOUT = 120.0
-DEFAULT_CALL_TIMEOUT = 60.0
 DEFAULT_SHUTDOWN_TIMEOUT = 120.0
 
 
@@ -100,12 +106,6 @@ def check_port_free(port: int, where: str = "init_rpc") -> None:
         raise
     finally:
         sock.close()
-
-
-def _positive_seconds(where: str, name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise InvalidArgumentError(where, name, value, "a positive number of seconds")
-    return float(value)
 
 
 @contextlib.contextmanager
@@ -200,11 +200,11 @@ def init_rpc(ctx: DistContext, *, timeout: float = DEFAULT_INIT_TIMEOUT,
     where = "init_rpc"
     if not isinstance(ctx, DistContext):
         raise InvalidArgumentError(where, "ctx", ctx, "a pyg_dist.context.DistContext")
-    timeout = _positive_seconds(where, "timeout", timeout)
+    timeout = check_seconds(where, "timeout", timeout)
     if call_timeout is None:
         from pyg_dist.timeouts import call_timeout as bound
         call_timeout = bound()
-    call_timeout = _positive_seconds(where, "call_timeout", call_timeout)
+    call_timeout = check_seconds(where, "call_timeout", call_timeout)
     check_positive_int(where, "num_threads", num_threads)
     rpc_rank = ctx.rpc_rank
     if rpc_rank is None:  # a trainer whose sampler workers join RPC instead (not ctx.joins_rpc)
@@ -263,7 +263,7 @@ def shutdown_rpc(graceful: bool = True, timeout: float = DEFAULT_SHUTDOWN_TIMEOU
         RpcTimeoutError: torch's shutdown itself hung past its bound (process state is then unknown).
     """
     global _STATE
-    timeout = _positive_seconds("shutdown_rpc", "timeout", timeout)
+    timeout = check_seconds("shutdown_rpc", "timeout", timeout)
     with _LOCK:
         state = _live_state()
         if state is None:

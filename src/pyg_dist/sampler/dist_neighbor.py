@@ -134,7 +134,8 @@ class DistNeighborSampler(SamplerBase):
         if stats is not None and not isinstance(stats, SamplerStats):
             raise InvalidArgumentError(_WHERE, "stats", stats, "None or a SamplerStats")
         from pyg_dist import timeouts
-        timeout = timeouts.call_timeout() if timeout is None else timeouts.check_seconds(_WHERE, "timeout", timeout)
+        from pyg_dist.errors import check_seconds
+        timeout = timeouts.call_timeout() if timeout is None else check_seconds(_WHERE, "timeout", timeout)
         self.graph_store, self.feature_store = graph_store, feature_store
         self.is_hetero = meta.is_hetero
         self.node_types, self.edge_types = list(meta.node_types), list(meta.edge_types)

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_positive_int
+from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_positive_int, check_seconds
 
 _WHERE = "TMAConfig"
 _RUNS = itertools.count()
@@ -70,8 +70,8 @@ class TMAConfig:
                                            "None with interval_steps (choose time-based or step-based)")
         else:
             for name in ("interval", "total_time"):
-                _seconds(name, getattr(self, name))
-        _seconds("timeout", self.timeout)
+                check_seconds(_WHERE, name, getattr(self, name))
+        check_seconds(_WHERE, "timeout", self.timeout)
         if not isinstance(self.average_optimizer, bool):
             raise InvalidArgumentError(_WHERE, "average_optimizer", self.average_optimizer, "a bool")
 
@@ -79,12 +79,6 @@ class TMAConfig:
     def time_based(self) -> bool:
         """Whether aggregation follows the wall clock (else the step count)."""
         return self.interval_steps is None
-
-
-def _seconds(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise InvalidArgumentError(_WHERE, name, value, "a positive number of seconds")
-    return float(value)
 
 
 def connect_store(timeout: float):
