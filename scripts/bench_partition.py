@@ -8,6 +8,19 @@ Every node gets random 100-dim float32 features, a label and an 8 % train mask, 
 
     python scripts/bench_partition.py --graph /tmp/products_like.pt                  # full size
     python scripts/bench_partition.py --num-nodes 200000 --num-pairs 2600000         # quick
+    python scripts/bench_partition.py --graph /tmp/products_like.pt --input-dir /tmp/pl_in \
+        --methods metis,ooc-coarsen,ooc-fennel,ooc-random --parts 4 --memory-budget 1GB   # out-of-core
+
+Out-of-core rows (issue 18): ``--input-dir`` is written once from the graph (``edges.npy``, ``x.npy``,
+``y.npy``, ``train_mask.npy``; node ids shuffled by a seeded permutation unless ``--keep-ids``, so no method
+profits from the generator's community-ordered ids), then every method reads that folder: in-memory
+methods load it whole (``load_edgelist``), ``ooc-<method>`` runs :class:`OutOfCorePartitioner` on it with
+``--memory-budget``. Target: 4 parts out-of-core in <= 2.5 GB peak, <= 1.5x the in-memory METIS wall,
+edge cut <= 1.3x METIS'. A graph larger than memory is generated straight to disk, chunk by chunk
+(:func:`pyg_dist.datasets.chunked_synthetic.write_dcsbm_chunks`, ids shuffled, x/y/train_mask)::
+
+    python scripts/bench_partition.py --generate 64000000,512000000 --input-dir /tmp/big_in \
+        --methods ooc-fennel --parts 8 --memory-budget 6GB          # 1.02 B directed edges
 
 Target (issue 3): 4 parts with METIS in <= 60 s wall and <= 8 GB peak RSS on the full graph.
 Columns: wall / cpu (user + sys) of the whole child, load = reading the graph and making features,
@@ -28,14 +41,25 @@ from pathlib import Path
 
 
 def _child(args) -> None:
+    from pyg_dist.datasets.edgelist import load_edgelist
     from pyg_dist.datasets.registry import load_csr_file
     from pyg_dist.partition import Partitioner
+    from pyg_dist.partition.out_of_core import OutOfCorePartitioner
     t0 = time.perf_counter()
-    data = load_csr_file(args.graph, x_dim=args.x_dim, num_classes=47, train_frac=0.08, seed=0)
-    t1 = time.perf_counter()
-    kw = {"num_clusters": args.num_clusters} if args.method == "supernode" else {}
-    stats = Partitioner(data, args.parts, args.method, base_method="metis", **kw).save(
-        args.out, overwrite=True, progress=False)
+    if args.method.startswith("ooc-"):
+        part = OutOfCorePartitioner(args.input_dir, args.parts, args.method[4:], memory_budget=args.memory_budget)
+        t1 = time.perf_counter()
+        stats = part.save(args.out, overwrite=True, progress=False)
+        stats["seconds"]["assign"] = stats["seconds"]["weights"] + stats["seconds"]["assign"]
+    else:
+        if args.input_dir:
+            data = load_edgelist(args.input_dir)
+        else:
+            data = load_csr_file(args.graph, x_dim=args.x_dim, num_classes=47, train_frac=0.08, seed=0)
+        t1 = time.perf_counter()
+        kw = {"num_clusters": args.num_clusters} if args.method == "supernode" else {}
+        stats = Partitioner(data, args.parts, args.method, base_method="metis", **kw).save(
+            args.out, overwrite=True, progress=False)
     t2 = time.perf_counter()
     print(json.dumps({"load_s": t1 - t0, "partition_s": t2 - t1, "assign_s": stats["seconds"]["assign"],
                       "stages": stats["seconds"],
@@ -47,7 +71,9 @@ def _child(args) -> None:
 def _run(args, method: str, parts: int, graph: Path, out: Path):
     cmd = [sys.executable, __file__, "--child", "--graph", str(graph), "--method", method, "--parts",
            str(parts), "--out", str(out), "--x-dim", str(args.x_dim), "--num-clusters",
-           str(args.num_clusters)]
+           str(args.num_clusters), "--memory-budget", args.memory_budget]
+    if args.input_dir:
+        cmd += ["--input-dir", args.input_dir]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -74,6 +100,44 @@ def _make_graph(args, tmp: Path) -> Path:
     return path
 
 
+def _make_input(args, graph: Path) -> None:
+    """Writes the graph as an out-of-core input folder (ids shuffled unless --keep-ids)."""
+    import numpy as np
+    import torch
+    folder = Path(args.input_dir)
+    if (folder / "edges.npy").is_file():
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    raw = torch.load(graph, weights_only=True, mmap=True)
+    n = int(raw["N"])
+    gen = torch.Generator().manual_seed(0)
+    # not seed 0's first permutation: that one is exactly random_assign(seed=0)'s
+    perm = torch.arange(n) if args.keep_ids else torch.randperm(n, generator=torch.Generator().manual_seed(0x5EED))
+    edges = np.lib.format.open_memmap(folder / "edges.npy.tmp", mode="w+", dtype=np.int64,
+                                      shape=(2, raw["col"].numel()))
+    edges[0] = perm[torch.repeat_interleave(torch.arange(n), torch.diff(raw["rowptr"]))].numpy()
+    edges[1] = perm[raw["col"]].numpy()
+    edges.flush()
+    del edges
+    os.replace(folder / "edges.npy.tmp", folder / "edges.npy")
+    np.save(folder / "x.npy", torch.randn(n, args.x_dim, generator=gen).numpy())
+    np.save(folder / "y.npy", torch.randint(0, 47, (n,), generator=gen).numpy())
+    np.save(folder / "train_mask.npy", (torch.rand(n, generator=gen) < 0.08).numpy())
+
+
+def _generate(args) -> None:
+    """--generate N,PAIRS: the generator's graph written chunk-wise into --input-dir (once)."""
+    from pyg_dist.datasets.chunked_synthetic import write_dcsbm_chunks
+    if not args.input_dir:
+        sys.exit("--generate needs --input-dir")
+    if (Path(args.input_dir) / "y.npy").is_file():
+        return
+    n, pairs = (int(v) for v in args.generate.split(","))
+    t0 = time.perf_counter()
+    edges = write_dcsbm_chunks(args.input_dir, n, pairs, x_dim=args.x_dim, num_classes=47, train_frac=0.08)
+    print(f"# generated {n} nodes, {edges} directed edges in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--graph", default=None, help="{rowptr, col, N} file (products_like.py output)")
@@ -84,6 +148,11 @@ def main() -> None:
     p.add_argument("--x-dim", type=int, default=100)
     p.add_argument("--num-clusters", type=int, default=256)
     p.add_argument("--workdir", default=None, help="where partitions are written (default: a temp dir)")
+    p.add_argument("--input-dir", default=None, help="out-of-core input folder (written once from the graph)")
+    p.add_argument("--keep-ids", action="store_true", help="do not shuffle node ids in --input-dir")
+    p.add_argument("--generate", default=None, metavar="NODES,PAIRS",
+                   help="write a generated graph of NODES nodes and 2*PAIRS directed edges into --input-dir")
+    p.add_argument("--memory-budget", default="1GB", help="ooc-* methods: OutOfCorePartitioner memory_budget")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--method", help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
@@ -93,7 +162,13 @@ def main() -> None:
         return _child(args)
     tmp = Path(tempfile.mkdtemp(prefix="bench_partition_", dir=args.workdir))
     try:
-        graph = Path(args.graph) if args.graph else _make_graph(args, tmp)
+        if args.generate:
+            _generate(args)
+            graph = Path(args.input_dir)
+        else:
+            graph = Path(args.graph) if args.graph else _make_graph(args, tmp)
+        if args.input_dir and not args.generate:
+            _make_input(args, graph)
         rows = []
         for method in args.methods.split(","):
             for parts in map(int, args.parts.split(",")):
@@ -102,13 +177,13 @@ def main() -> None:
                 print(f"# done {method} x{parts}: {res.get('stages', res)}", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{'method':<10}{'parts':>6}{'wall s':>9}{'cpu s':>8}{'load s':>8}{'part+write s':>13}{'assign s':>9}"
+    print(f"{'method':<12}{'parts':>6}{'wall s':>9}{'cpu s':>8}{'load s':>8}{'part+write s':>13}{'assign s':>9}"
           f"{'peak GiB':>9}{'edge cut':>9}{'halo':>7}{'max bal':>8}{'disk GB':>8}")
     for method, parts, r in rows:
         if "error" in r:
-            print(f"{method:<10}{parts:>6}  FAILED: {r['error']}")
+            print(f"{method:<12}{parts:>6}  FAILED: {r['error']}")
             continue
-        print(f"{method:<10}{parts:>6}{r['wall_s']:>9.1f}{r['cpu_s']:>8.1f}{r['load_s']:>8.1f}"
+        print(f"{method:<12}{parts:>6}{r['wall_s']:>9.1f}{r['cpu_s']:>8.1f}{r['load_s']:>8.1f}"
               f"{r['partition_s']:>13.1f}{r['assign_s']:>9.1f}{r['peak_gib']:>9.2f}{r['edge_cut']:>9.3f}{r['halo_ratio']:>7.2f}"
               f"{r['max_balance']:>8.3f}{r['gb_on_disk']:>8.2f}")
 

@@ -8,7 +8,7 @@ again for the trainers of a machine (two-level, DistDGLv2).
 """
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -40,22 +40,28 @@ def random_assign(num_nodes: Dict[NodeType, int], num_parts: int, seed: int = 0)
     return out
 
 
-def constraint_weights(g: TypedGraph) -> Tuple[List[str], np.ndarray]:
+def _as_long(value) -> Tensor:
+    return value.long() if isinstance(value, Tensor) else torch.from_numpy(np.asarray(value)).long()
+
+
+def constraint_weights(g, indeg: Optional[Dict[NodeType, Tensor]] = None) -> Tuple[List[str], np.ndarray]:
     """Vertex weights for METIS over the concatenated id space, one column per constraint.
 
-    Per node type: node count, train / val / test counts (where masks exist) and in-degree. Columns
-    that are all zero, or equal to an earlier column, are dropped.
+    Per node type: node count, train / val / test counts (where masks exist) and in-degree (``indeg``, or
+    counted from ``g.edge_index``). Columns that are all zero, or equal to an earlier column, are dropped.
+    ``g`` is a ``TypedGraph`` or a ``ChunkedGraph`` (masks may be numpy memory maps).
     """
     offsets, total = g.offsets(), g.total_nodes()
-    indeg = {t: torch.zeros(n, dtype=torch.long) for t, n in g.num_nodes.items()}
-    for (_, _, d), ei in g.edge_index.items():
-        indeg[d] += torch.bincount(ei[1], minlength=g.num_nodes[d])
+    if indeg is None:
+        indeg = {t: torch.zeros(n, dtype=torch.long) for t, n in g.num_nodes.items()}
+        for (_, _, d), ei in g.edge_index.items():
+            indeg[d] += torch.bincount(ei[1], minlength=g.num_nodes[d])
     names: List[str] = []
     cols: List[Tensor] = []
     for t, n in g.num_nodes.items():
         sl = slice(offsets[t], offsets[t] + n)
         cands = [("nodes", torch.ones(n, dtype=torch.long))]
-        cands += [(m, g.node_attrs[t][m].long()) for m in MASKS if m in g.node_attrs.get(t, {})]
+        cands += [(m, _as_long(g.node_attrs[t][m])) for m in MASKS if m in g.node_attrs.get(t, {})]
         cands.append(("in_degree", indeg[t]))
         for name, w in cands:
             col = torch.zeros(total, dtype=torch.long)

@@ -6,6 +6,8 @@ Example::
         --out /tmp/cora-2
     pyg-dist-partition --dataset synthetic --num-nodes 100000 --hetero --node-time --num-parts 4 \
         --method supernode --num-clusters 256 --sub-parts 2 --out /tmp/syn-4
+    pyg-dist-partition --dataset chunked --root /data/graph --num-parts 8 --method coarsen \
+        --memory-budget 8GB --out /data/graph-8      # out-of-core (see pyg_dist.partition.out_of_core)
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
+from pyg_dist.partition.out_of_core import OOC_METHODS, OutOfCoreConfig, OutOfCorePartitioner, parse_bytes
 from pyg_dist.partition.partitioner import METHODS, PartitionConfig, Partitioner
 from pyg_dist.partition.report import format_report
 from pyg_dist.partition.writer import check_output
@@ -23,12 +26,13 @@ _SYNTH = {"num_nodes": int, "avg_degree": float, "num_features": int, "num_class
           "community_size": int, "edge_dim": int}
 _SYNTH_FLAGS = ("hetero", "node_time", "edge_time", "edge_weight")
 _PLANETOID = ("cora", "citeseer", "pubmed")
+_OOC_OPTS = ("memory_budget", "chunk_size", "passes")
 #: Which datasets each reader-specific option applies to ("ogbn" stands for every ``ogbn-*`` name);
 #: giving an option to a dataset it does not apply to is an error, never a silent no-op.
 _APPLIES = {
-    "root": _PLANETOID + ("ogbn", "edgelist", "products_like"),
+    "root": _PLANETOID + ("ogbn", "edgelist", "products_like", "chunked"),
     "split": ("ogbn",), "attr": ("edgelist",), "x_dim": ("products_like",), "train_frac": ("products_like",),
-    "num_nodes": ("synthetic", "edgelist"), "num_classes": ("synthetic", "products_like"),
+    "num_nodes": ("synthetic", "edgelist", "chunked"), "num_classes": ("synthetic", "products_like"),
     **{k: ("synthetic",) for k in _SYNTH if k not in ("num_nodes", "num_classes")},
     **{k: ("synthetic",) for k in _SYNTH_FLAGS},
 }
@@ -39,10 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pyg-dist-partition", description=__doc__.split("\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--dataset", required=True,
-                   help="cora | citeseer | pubmed | ogbn-<name> | edgelist | synthetic | products_like")
+                   help="cora | citeseer | pubmed | ogbn-<name> | edgelist | synthetic | products_like | "
+                        "chunked (a folder read in chunks, partitioned out-of-core)")
     p.add_argument("--root", default=None, help="where the data lies (folder or file; not for synthetic)")
     p.add_argument("--num-parts", type=int, required=True, help="number of partitions (machines)")
-    p.add_argument("--method", default="metis", help=f"one of {list(METHODS)}")
+    p.add_argument("--method", default=None, help=f"one of {list(METHODS)} (default metis); out-of-core one of "
+                   f"{list(OOC_METHODS)} (default coarsen)")
     p.add_argument("--base-method", default=None, help="ownership method of --method hybrid (default metis)")
     p.add_argument("--sub-parts", type=int, default=1, help="trainers per machine (two-level split)")
     p.add_argument("--num-clusters", type=int, default=None, help="supernode: METIS mini-clusters")
@@ -58,6 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--undirected", action=argparse.BooleanOptionalAction, default=None,
                    help="add every missing reverse edge (--no-undirected: keep edges as stored); "
                         "default: the dataset's convention, reported after loading")
+    p.add_argument("--out-of-core", action="store_true",
+                   help="partition with bounded memory (automatic for --dataset chunked)")
+    p.add_argument("--memory-budget", default=None, help="out-of-core working memory, e.g. 8GB (default 2GB)")
+    p.add_argument("--chunk-size", type=int, default=None,
+                   help="out-of-core: edges per chunk (default from the budget)")
+    p.add_argument("--passes", type=int, default=None, help="out-of-core: fennel passes / coarsen refinement passes")
     p.add_argument("--out", required=True, help="output folder (must be empty unless --overwrite)")
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -79,8 +91,21 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def is_out_of_core(args: argparse.Namespace) -> bool:
+    """``--out-of-core``, or a ``chunked`` dataset."""
+    return bool(args.out_of_core) or args.dataset.lower() == "chunked"
+
+
 def check_applicable(args: argparse.Namespace) -> None:
     """Every option given must apply to ``--dataset`` and ``--method``; else a typed error naming it."""
+    if args.method is None:
+        args.method = "coarsen" if is_out_of_core(args) else "metis"
+    if is_out_of_core(args):
+        return _check_out_of_core(args)
+    for opt in _OOC_OPTS:
+        if getattr(args, opt) is not None:
+            raise InvalidArgumentError("pyg-dist-partition", _flag(opt), getattr(args, opt),
+                                       "not given: it applies to --out-of-core / --dataset chunked only")
     name = args.dataset.lower()
     kind = "ogbn" if name.startswith("ogbn-") else name
     for opt, datasets in _APPLIES.items():
@@ -98,6 +123,45 @@ def check_applicable(args: argparse.Namespace) -> None:
         if value not in (None, False) and not ok:
             raise InvalidArgumentError("pyg-dist-partition", _flag(opt), value,
                                        f"not given: it does not apply to --method {args.method}")
+
+
+def _check_out_of_core(args: argparse.Namespace) -> None:
+    if args.method not in OOC_METHODS:
+        raise InvalidArgumentError("pyg-dist-partition", "--method", args.method,
+                                   f"one of {list(OOC_METHODS)} out-of-core")
+    given = {"base_method": args.base_method, "num_clusters": args.num_clusters, "cache_ratio": args.cache_ratio,
+             "cache_topology": args.cache_topology, "sub_parts": None if args.sub_parts == 1 else args.sub_parts,
+             "undirected": args.undirected}
+    for opt, value in given.items():
+        if value not in (None, False):
+            raise InvalidArgumentError("pyg-dist-partition", _flag(opt), value, "not given: the out-of-core "
+                                       "partitioner does not support it (partition in memory instead)")
+    if args.dataset.lower() == "chunked" and not args.root:
+        raise InvalidArgumentError("pyg-dist-partition", "--root", None, "the folder of a chunked dataset")
+
+
+def _run_out_of_core(args: argparse.Namespace):
+    """Opens the input (a chunked folder, or any dataset loaded whole) and partitions it out-of-core."""
+    from pyg_dist.partition.chunked import open_chunked
+    OutOfCoreConfig(args.num_parts, args.method, args.seed, 30 if args.ufactor is None else args.ufactor,
+                    passes=args.passes, chunk_size=args.chunk_size)  # fail fast, before reading
+    budget = parse_bytes(args.memory_budget or "2GB")
+    check_output(args.out, args.overwrite)
+    if args.dataset.lower() == "chunked":
+        data = open_chunked(args.root, num_nodes=args.num_nodes)
+    else:
+        from pyg_dist.datasets.registry import load_dataset
+        data = load_dataset(args.dataset, args.root, undirected=None, **dataset_options(args))
+    if args.dataset.lower() == "chunked":
+        edges = sum(data.num_edges(et) for et in data.edge_types)
+        print(f"input {args.root}: {data.total_nodes()} nodes, {edges} edges (read in chunks)", flush=True)
+    else:
+        print(f"loaded {args.dataset}: {data}", flush=True)
+    part = OutOfCorePartitioner(data, args.num_parts, args.method, seed=args.seed,
+                                ufactor=30 if args.ufactor is None else args.ufactor, balance=not args.no_balance,
+                                passes=args.passes, memory_budget=budget, chunk_size=args.chunk_size,
+                                allow_nonfinite=args.allow_nonfinite)
+    return part.save(args.out, overwrite=args.overwrite, progress=not args.quiet)
 
 
 def dataset_options(args: argparse.Namespace) -> Dict[str, Any]:
@@ -148,6 +212,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     from pyg_dist.datasets.registry import load_dataset
     try:
         check_applicable(args)
+        if is_out_of_core(args):
+            t1 = time.perf_counter()
+            stats = _run_out_of_core(args)
+            print(format_report(stats))
+            print(f"wrote {args.out} out-of-core in {time.perf_counter() - t1:.1f} s (method {args.method}, "
+                  f"{args.num_parts} parts)")
+            return 0
         method_opts = dict(base_method=args.base_method or "metis", sub_parts=args.sub_parts,
                            num_clusters=args.num_clusters, seed=args.seed,
                            ufactor=30 if args.ufactor is None else args.ufactor)

@@ -43,7 +43,8 @@ def _ptr(a: np.ndarray):
 
 
 def metis_kway(xadj: np.ndarray, adjncy: np.ndarray, num_parts: int, vwgt: Optional[np.ndarray] = None,
-               seed: int = 0, ufactor: int = 30, recursive: bool = False) -> Tuple[Tensor, int]:
+               seed: int = 0, ufactor: int = 30, recursive: bool = False,
+               adjwgt: Optional[np.ndarray] = None) -> Tuple[Tensor, int]:
     """Partitions a symmetric CSR graph into ``num_parts`` with several balance constraints.
 
     Args:
@@ -54,6 +55,7 @@ def metis_kway(xadj: np.ndarray, adjncy: np.ndarray, num_parts: int, vwgt: Optio
         seed: METIS' random seed (the result is deterministic for a given seed).
         ufactor: Allowed imbalance in thousandths per constraint (30 = 3 %).
         recursive: Multilevel recursive bisection (``METIS_PartGraphRecursive``) instead of k-way.
+        adjwgt: Optional ``[xadj[-1]]`` positive int64 edge weights (symmetric), e.g. of a coarsened graph.
 
     Returns:
         ``(part, edgecut)``: an int64 tensor ``[N]`` with the part of each vertex and METIS' cut.
@@ -77,6 +79,10 @@ def metis_kway(xadj: np.ndarray, adjncy: np.ndarray, num_parts: int, vwgt: Optio
         ncon = vwgt.shape[1]
         if (vwgt.sum(0) <= 0).any():
             raise PyGDistError(f"metis_kway: a balance constraint has no positive weight: {vwgt.sum(0)}")
+    if adjwgt is not None:
+        adjwgt = np.ascontiguousarray(adjwgt, dtype=np.int64)
+        if len(adjwgt) == 0:
+            adjwgt = np.ones(1, dtype=np.int64)
     options = np.zeros(_NOPTIONS, dtype=np.int64)
     lib.METIS_SetDefaultOptions(_ptr(options))
     options[opt.SEED], options[opt.UFACTOR], options[opt.NUMBERING] = seed, ufactor, 0
@@ -85,7 +91,8 @@ def metis_kway(xadj: np.ndarray, adjncy: np.ndarray, num_parts: int, vwgt: Optio
     fn = lib.METIS_PartGraphRecursive if recursive else lib.METIS_PartGraphKway
     status = fn(
         _ptr(nv), _ptr(nc), _ptr(xadj), _ptr(adjncy), _ptr(vwgt) if vwgt is not None else None,
-        None, None, _ptr(npart), None, None, _ptr(options), _ptr(cut), _ptr(part))
+        None, _ptr(adjwgt) if adjwgt is not None else None, _ptr(npart), None, None, _ptr(options), _ptr(cut),
+        _ptr(part))
     if status != _METIS_OK:
         kind = "Recursive" if recursive else "Kway"
         raise PyGDistError(f"METIS_PartGraph{kind} failed with {_ERRORS.get(status, status)} "

@@ -170,7 +170,9 @@ class Partitioner:
             stats["bytes_per_part"] = [folder_bytes(M.part_dir(tmp, p)) for p in range(c.num_parts)]
             clock.start("meta")
             stats["seconds"], stats["cpu_seconds"] = clock.seconds, clock.cpu_seconds
-            M.write_meta(tmp, self._meta(tmp, nodes, edges, used, stats, fingerprint))
+            cache = None if self.cache_ratio is None else {"policy": "degree", "cache_ratio": self.cache_ratio,
+                                                           "topology": self.cache_topology}
+            M.write_meta(tmp, build_meta(g, c, tmp, nodes, edges, used, stats, fingerprint, cache))
             finalize_output(tmp, out)
             clock.start(None)
         except BaseException:
@@ -182,29 +184,32 @@ class Partitioner:
             print(format_report(stats))
         return stats
 
-    def _meta(self, root, nodes, edges, names: List[str], stats, fingerprint: str) -> M.PartitionMeta:
-        g, c = self.graph, self.config
-        extra = {
-            "fingerprint": fingerprint, "seed": c.seed, "ufactor": c.ufactor, "num_clusters": c.num_clusters,
-            "constraints": names,
-            "within_dst_order": {"__".join(et): eo.within_dst for et, eo in edges.items()},
-            "node_feat_keys": {t: sorted(a) for t, a in g.node_attrs.items()},
-            "edge_feat_keys": {"__".join(et): sorted(a) for et, a in g.edge_attrs.items()},
-            "graph_attrs": g.graph_attrs, "stats": stats,
-            "feature_cache": None if self.cache_ratio is None
-            else {"policy": "degree", "cache_ratio": self.cache_ratio, "topology": self.cache_topology},
-        }
-        return M.PartitionMeta(
-            root=Path(root), num_parts=c.num_parts, node_types=g.node_types, edge_types=g.edge_types,
-            is_hetero=g.is_hetero, method=c.method, base_method=c.owner_method,
-            hybrid=c.method == "hybrid", sub_parts=c.sub_parts, num_nodes=dict(g.num_nodes),
-            num_edges={et: g.num_edges(et) for et in g.edge_types},
-            node_bounds={t: o.bounds for t, o in nodes.items()},
-            edge_bounds={et: o.bounds for et, o in edges.items()},
-            sub_node_bounds={t: o.sub_bounds for t, o in nodes.items()},
-            node_time_types=[t for t in g.node_types if t in g.node_time],
-            edge_time_types=[et for et in g.edge_types if et in g.edge_time],
-            weight_types=[et for et in g.edge_types if WEIGHT in g.edge_attrs.get(et, {})], extra=extra)
+
+def build_meta(g, c, root, nodes, edges, names: List[str], stats, fingerprint: str,
+               feature_cache: Optional[Dict[str, Any]] = None, **extra) -> M.PartitionMeta:
+    """The folder's :class:`~pyg_dist.partition.meta.PartitionMeta` (shared by the in-memory and the
+    out-of-core partitioner): ``c`` its config, ``g`` a ``TypedGraph`` or ``ChunkedGraph``, ``nodes`` /
+    ``edges`` per type objects with ``bounds`` (and ``sub_bounds`` / ``within_dst``), ``extra`` more
+    ``pyg_dist`` keys."""
+    section = {
+        "fingerprint": fingerprint, "seed": c.seed, "ufactor": c.ufactor, "num_clusters": c.num_clusters,
+        "constraints": names,
+        "within_dst_order": {"__".join(et): eo.within_dst for et, eo in edges.items()},
+        "node_feat_keys": {t: sorted(a) for t, a in g.node_attrs.items()},
+        "edge_feat_keys": {"__".join(et): sorted(a) for et, a in g.edge_attrs.items()},
+        "graph_attrs": g.graph_attrs, "stats": stats, "feature_cache": feature_cache, **extra,
+    }
+    return M.PartitionMeta(
+        root=Path(root), num_parts=c.num_parts, node_types=g.node_types, edge_types=g.edge_types,
+        is_hetero=g.is_hetero, method=c.method, base_method=c.owner_method,
+        hybrid=c.method == "hybrid", sub_parts=c.sub_parts, num_nodes=dict(g.num_nodes),
+        num_edges={et: g.num_edges(et) for et in g.edge_types},
+        node_bounds={t: o.bounds for t, o in nodes.items()},
+        edge_bounds={et: o.bounds for et, o in edges.items()},
+        sub_node_bounds={t: o.sub_bounds for t, o in nodes.items()},
+        node_time_types=[t for t in g.node_types if t in g.node_time],
+        edge_time_types=[et for et in g.edge_types if et in g.edge_time],
+        weight_types=[et for et in g.edge_types if WEIGHT in g.edge_attrs.get(et, {})], extra=section)
 
 
 class _Clock:

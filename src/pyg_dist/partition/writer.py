@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
 import torch
 from torch import Tensor
@@ -140,7 +140,7 @@ def write_parts(root: Path, g: TypedGraph, nodes: Dict[NodeType, NodeOrder],
             job.result()  # re-raises a failed write here
 
 
-def write_stamps(root: Path, fingerprint: str, nodes: Dict[NodeType, NodeOrder], edges: Dict[EdgeType, EdgeOrder],
+def write_stamps(root: Path, fingerprint: str, nodes: Dict[NodeType, NodeOrder], edges: Dict[EdgeType, Any],
                  num_parts: int, hybrid: bool) -> None:
     """``part_<i>/pyg_dist.json``: the folder's fingerprint, the partition index and its item counts (owned
     nodes per type, ``graph.pt`` edges per type), so a part copied from another partitioning is caught."""

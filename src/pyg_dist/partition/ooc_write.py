@@ -1,0 +1,198 @@
+"""The out-of-core partitioner's writing half: edges spilled to on-disk buckets by their destination's owner,
+then one partition at a time built (CSC, relabelled), written in the same layout and with the same bytes as
+:mod:`pyg_dist.partition.writer`, and measured for the quality report.
+
+Memory: the O(N) node orders, one chunk of edges while spilling, then one partition's edges and rows.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from pyg_dist._types import HOMO_EDGE, HOMO_NODE, EdgeType, NodeType, untyped
+from pyg_dist.errors import InvalidArgumentError
+from pyg_dist.partition import meta as M
+from pyg_dist.partition.chunked import ChunkedGraph, check_ids, take_rows
+from pyg_dist.partition.renumber import NodeOrder
+from pyg_dist.partition.spill import Buckets, count_distinct, stable_order
+
+
+@dataclass
+class SpilledEdges:
+    """One edge type after spilling: per-partition buckets, edge ``bounds``, and ``within_dst`` order."""
+    buckets: Buckets
+    bounds: Tensor
+    within_dst: str
+
+
+@dataclass
+class PartTally:
+    """What the quality report needs, gathered while writing the partitions."""
+    cut: int = 0
+    total: int = 0
+    edges_pp: List[int] = field(default_factory=list)
+    halo_pp: List[int] = field(default_factory=list)
+    train_pp: Dict[NodeType, List[int]] = field(default_factory=dict)
+    nonfinite: List[str] = field(default_factory=list)
+    remote: Dict[NodeType, List[np.ndarray]] = field(default_factory=dict)  # this partition's, per source type
+
+    def close_part(self, num_nodes: Dict[NodeType, int]) -> None:
+        """Counts the partition's halo (distinct remote sources per type, over all its edge types)."""
+        self.halo_pp.append(sum(count_distinct(np.concatenate(r), num_nodes[t]) for t, r in self.remote.items()))
+        self.remote = {}
+
+
+def spill_edges(g: ChunkedGraph, nodes: Dict[NodeType, NodeOrder], num_parts: int, folder: Path, chunk_size: int,
+                progress=None) -> Dict[EdgeType, SpilledEdges]:
+    """Routes every edge, relabelled, to its destination owner's bucket (input order kept in a bucket)."""
+    out = {}
+    for i, (et, source) in enumerate(g.edges.items()):
+        time = g.edge_time.get(et)
+        small = max(g.num_nodes[et[0]], g.num_nodes[et[2]]) < 2 ** 31  # ids spilled as int32 then
+        cols: Dict[str, Any] = {"row": np.int32 if small else np.int64, "col": np.int32 if small else np.int64,
+                                "eid": np.int64}
+        if time is not None:
+            cols["time"] = _np_dtype(time)
+        buckets = Buckets(folder / f"edges_{i}", num_parts, cols)
+        inv_s, inv_d = nodes[et[0]].inv.numpy(), nodes[et[2]].inv.numpy()
+        dst_bounds = nodes[et[2]].bounds.numpy()
+        for start, src, dst in source.chunks(chunk_size):
+            check_ids(src, dst, g.num_nodes[et[0]], g.num_nodes[et[2]], source, start)
+            col = inv_d[dst]
+            row = {"row": inv_s[src], "col": col, "eid": np.arange(start, start + src.size)}
+            if time is not None:
+                row["time"] = take_rows(time, np.arange(start, start + src.size)).numpy()
+            buckets.append(np.searchsorted(dst_bounds, col, side="right") - 1, **row)
+            if progress is not None:
+                progress.update(src.size)
+        bounds = torch.from_numpy(np.concatenate([[0], np.cumsum(buckets.counts)]))
+        out[et] = SpilledEdges(buckets, bounds, "edge_time" if time is not None else "input")
+    return out
+
+
+def _np_dtype(arr) -> np.dtype:
+    return torch.empty(0, dtype=arr.dtype).numpy().dtype if isinstance(arr, Tensor) else arr.dtype
+
+
+def _finite(name: str, value: Tensor, tally: PartTally, allow: bool) -> None:
+    if not value.is_floating_point() or not value.numel():
+        return
+    bad = ~torch.isfinite(value.reshape(value.size(0), -1)).all(1)
+    if bool(bad.any()):
+        line = f"{name}: {int(bad.sum())} rows with NaN/inf in one partition"
+        if not allow:
+            raise InvalidArgumentError("OutOfCorePartitioner", name, line, "finite values (or "
+                                       "allow_nonfinite=True / --allow-nonfinite to keep them)")
+        tally.nonfinite.append(line)
+
+
+def _graph_entry(g, et, sp: SpilledEdges, dst: NodeOrder, p: int, work: Path, tally: PartTally,
+                 src_bounds: Tensor) -> Dict[str, Any]:
+    rows = sp.buckets.read(p)
+    sp.buckets.drop(p)
+    col = rows.pop("col")
+    if "time" in rows:  # ties by edge time, then input order: two stable sorts
+        by_time = stable_order(rows.pop("time"))
+        order = by_time[stable_order(col[by_time])]
+    else:
+        order = stable_order(col)
+    col = col[order].astype(np.int64)  # one column gathered at a time: one partition's peak stays low
+    np.save(work / f"perm_{M.edge_type_str(et)}_{p}.npy", rows.pop("eid")[order])
+    row = rows.pop("row")[order].astype(np.int64)
+    del rows, order
+    lo, hi = int(sp.bounds[p]), int(sp.bounds[p + 1])
+    d_lo, d_hi = int(dst.bounds[p]), int(dst.bounds[p + 1])
+    colptr = np.zeros(d_hi - d_lo + 1, dtype=np.int64)
+    np.cumsum(np.bincount(col - d_lo, minlength=d_hi - d_lo), out=colptr[1:])
+    remote = row[(row < int(src_bounds[p])) | (row >= int(src_bounds[p + 1]))]
+    tally.cut += remote.size
+    tally.total += row.size
+    tally.remote.setdefault(et[0], []).append(remote)
+    tally.edges_pp[p] += row.size
+    return {"row": torch.from_numpy(row), "col": torch.from_numpy(col), "edge_id": torch.arange(lo, hi),
+            "size": (g.num_nodes[et[0]], g.num_nodes[et[2]]), "colptr": torch.from_numpy(colptr),
+            "dst_start": d_lo, "dst_end": d_hi}
+
+
+def _edge_entry(g, et, sp: SpilledEdges, p: int, work: Path, tally: PartTally, allow: bool):
+    attrs = g.edge_attrs.get(et, {})
+    if not attrs and et not in g.edge_time:
+        return None
+    eid = np.load(work / f"perm_{M.edge_type_str(et)}_{p}.npy")
+    out: Dict[str, Any] = {"global_id": torch.arange(int(sp.bounds[p]), int(sp.bounds[p + 1])),
+                           "feats": {k: take_rows(v, eid) for k, v in attrs.items()}}
+    for k, v in out["feats"].items():
+        _finite(f"edge attribute {et}.{k}", v, tally, allow)
+    if et in g.edge_time:
+        out["edge_time"] = take_rows(g.edge_time[et], eid)
+    return out
+
+
+def _node_entry(g, t: NodeType, no: NodeOrder, p: int, tally: PartTally, allow: bool) -> Dict[str, Any]:
+    lo, hi = int(no.bounds[p]), int(no.bounds[p + 1])
+    idx = no.perm[lo:hi].numpy()
+    out: Dict[str, Any] = {"global_id": torch.arange(lo, hi),
+                           "feats": {k: take_rows(v, idx) for k, v in g.node_attrs.get(t, {}).items()}}
+    for k, v in out["feats"].items():
+        _finite(f"node attribute {t}.{k}", v, tally, allow)
+    if "train_mask" in out["feats"]:
+        tally.train_pp.setdefault(t, []).append(int(out["feats"]["train_mask"].long().sum()))
+    if t in g.node_time:
+        out["time"] = take_rows(g.node_time[t], idx)
+    return out
+
+
+def write_part(root: Path, work: Path, g: ChunkedGraph, nodes: Dict[NodeType, NodeOrder],
+               edges: Dict[EdgeType, SpilledEdges], p: int, tally: PartTally, allow_nonfinite: bool) -> None:
+    """Writes ``part_<p>/{graph,node_feats,edge_feats}.pt`` from partition ``p``'s bucket."""
+    h = g.is_hetero
+    tally.edges_pp.append(0)
+    graph = {et: _graph_entry(g, et, sp, nodes[et[2]], p, work, tally, nodes[et[0]].bounds)
+             for et, sp in edges.items()}
+    tally.close_part(g.num_nodes)
+    M.part_dir(root, p).mkdir(parents=True, exist_ok=True)
+    torch.save(untyped(graph, HOMO_EDGE, h), M.graph_path(root, p))
+    del graph
+    nfeat = {t: _node_entry(g, t, no, p, tally, allow_nonfinite) for t, no in nodes.items()}
+    torch.save(untyped(nfeat, HOMO_NODE, h), M.node_feats_path(root, p))
+    del nfeat
+    efeat = {et: e for et, sp in edges.items()
+             if (e := _edge_entry(g, et, sp, p, work, tally, allow_nonfinite)) is not None}
+    torch.save(untyped(efeat, HOMO_EDGE, h) if h else efeat.get(HOMO_EDGE, {}), M.edge_feats_path(root, p))
+
+
+def write_node_maps(root: Path, g: ChunkedGraph, nodes: Dict[NodeType, NodeOrder], num_parts: int) -> None:
+    """``node_map`` (id -> partition, PyG layout), original node ids and the full node time per type."""
+    parts = torch.arange(num_parts)
+    for t, no in nodes.items():
+        torch.save(torch.repeat_interleave(parts, torch.diff(no.bounds)), _mk(M.node_map_path(root, t, g.is_hetero)))
+        torch.save(no.perm, _mk(M.original_node_ids_path(root, t)))
+        if t in g.node_time:
+            torch.save(take_rows(g.node_time[t], no.perm.numpy()), _mk(M.full_node_time_path(root, t)))
+
+
+def write_edge_maps(root: Path, work: Path, g: ChunkedGraph, edges: Dict[EdgeType, SpilledEdges],
+                    num_parts: int) -> None:
+    """``edge_map`` and original edge ids per type (from the per-partition files), one array at a time."""
+    parts = torch.arange(num_parts)
+    for et, sp in edges.items():
+        emap = torch.repeat_interleave(parts, torch.diff(sp.bounds))
+        torch.save(emap, _mk(M.edge_map_path(root, et, g.is_hetero)))
+        del emap
+        files = [work / f"perm_{M.edge_type_str(et)}_{p}.npy" for p in range(num_parts)]
+        perm = torch.empty(int(sp.bounds[-1]), dtype=torch.long)
+        for p, f in enumerate(files):
+            perm[int(sp.bounds[p]):int(sp.bounds[p + 1])] = torch.from_numpy(np.load(f))
+            f.unlink()
+        torch.save(perm, _mk(M.original_edge_ids_path(root, et)))
+        del perm
+
+
+def _mk(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path

@@ -1,0 +1,273 @@
+"""The out-of-core partitioner: graphs whose edge list does not fit in memory, same folder as :class:`Partitioner`.
+
+Pipeline (per-node state is O(N); edges only ever in chunks, one block, or one partition at a time):
+
+1. one pass over the edge chunks counts in-degrees (a balance constraint, as for METIS);
+2. assignment: ``random`` (as the in-memory ``random``, bit for bit), ``fennel`` (restreaming Fennel) or
+   ``coarsen`` (label propagation, METIS on the cluster graph, refinement), the last two over a symmetric
+   adjacency spilled to disk in node blocks (:class:`~pyg_dist.partition.spill.BlockAdjacency`);
+3. relabelling (contiguous ranges, as in memory), edges spilled by their destination's owner;
+4. one partition at a time: CSC order, ``graph.pt`` / ``node_feats.pt`` / ``edge_feats.pt`` with feature
+   rows gathered from memory-mapped arrays; then the maps, the quality report and META.json.
+
+Example:
+    >>> from pyg_dist.partition.out_of_core import OutOfCorePartitioner
+    >>> part = OutOfCorePartitioner("/data/graph", 4, "coarsen", memory_budget="2GB")  # doctest: +SKIP
+    >>> stats = part.save("/tmp/graph-4")  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Dict, Optional, Union
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from pyg_dist._types import NodeType
+from pyg_dist.errors import InvalidArgumentError, check_choice, check_positive_int
+from pyg_dist.partition import assign
+from pyg_dist.partition import meta as M
+from pyg_dist.partition.chunked import ChunkedGraph, check_ids, chunked_from_data, open_chunked
+from pyg_dist.partition.ooc_write import PartTally, spill_edges, write_edge_maps, write_node_maps, write_part
+from pyg_dist.partition.partitioner import _Clock, build_meta
+from pyg_dist.partition.renumber import order_nodes
+from pyg_dist.partition.report import _balance, _constraint_balance, folder_bytes, format_report
+from pyg_dist.partition.spill import BlockAdjacency
+from pyg_dist.partition.writer import finalize_output, prepare_output, write_stamps
+
+_WHERE = "OutOfCorePartitioner"
+LOG = logging.getLogger("pyg_dist")
+#: Bounded-memory assignment methods.
+OOC_METHODS = ("coarsen", "fennel", "random")
+_UNITS = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KIB": 2 ** 10, "MIB": 2 ** 20,
+          "GIB": 2 ** 30, "TIB": 2 ** 40}
+
+
+def parse_bytes(value: Union[int, str], name: str = "memory_budget") -> int:
+    """``8GB``, ``512MiB``, ``1.5e9`` or an int -> bytes; raises :class:`InvalidArgumentError` otherwise."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    m = re.fullmatch(r"\s*([0-9.eE+]+)\s*([A-Za-z]*)\s*", str(value))
+    unit = m.group(2).upper() if m else None
+    try:
+        number = float(m.group(1)) if m else -1.0
+    except ValueError:
+        number = -1.0
+    if unit not in _UNITS or number <= 0:
+        raise InvalidArgumentError(_WHERE, name, value, "a positive size such as 8GB, 512MB or 2GiB")
+    return int(number * _UNITS[unit])
+
+
+@dataclass(frozen=True)
+class OutOfCoreConfig:
+    """Validated settings of :class:`OutOfCorePartitioner` (the fields :func:`build_meta` reads included)."""
+    num_parts: int
+    method: str = "coarsen"
+    seed: int = 0
+    ufactor: int = 30
+    balance: bool = True
+    passes: Optional[int] = None
+    memory_budget: int = 2 * 10 ** 9
+    chunk_size: Optional[int] = None
+    sub_parts: int = 1
+    num_clusters: Optional[int] = None
+
+    def __post_init__(self):
+        check_positive_int(_WHERE, "num_parts", self.num_parts)
+        check_choice(_WHERE, "method", self.method, OOC_METHODS)
+        check_positive_int(_WHERE, "seed", self.seed, allow_zero=True)
+        check_positive_int(_WHERE, "ufactor", self.ufactor)
+        if self.passes is not None:
+            check_positive_int(_WHERE, "passes", self.passes, allow_zero=self.method == "coarsen")
+        if self.chunk_size is not None:
+            check_positive_int(_WHERE, "chunk_size", self.chunk_size)
+        if not isinstance(self.balance, bool):
+            raise InvalidArgumentError(_WHERE, "balance", self.balance, "a bool")
+
+    @property
+    def owner_method(self) -> str:
+        return self.method
+
+    @property
+    def edges_per_chunk(self) -> int:
+        """Edges read at once: about 400 bytes of working memory each (ids, relabelled ids, routing)."""
+        return self.chunk_size or int(min(max(self.memory_budget // 400, 1 << 12), 1 << 24))
+
+
+def _as_graph(data) -> ChunkedGraph:
+    if isinstance(data, ChunkedGraph):
+        return data.check()
+    if isinstance(data, (str, Path)):
+        return open_chunked(data)
+    return chunked_from_data(data)
+
+
+class OutOfCorePartitioner:
+    """Partitions a graph read in chunks from disk into ``num_parts`` partitions, with bounded memory.
+
+    Args:
+        data: A :class:`~pyg_dist.partition.chunked.ChunkedGraph`, a folder for
+            :func:`~pyg_dist.partition.chunked.open_chunked`, or an in-memory ``Data`` / ``HeteroData``.
+        num_parts: Number of partitions.
+        method: ``"coarsen"`` (label propagation + METIS on the clusters + refinement; the best cut),
+            ``"fennel"`` (restreaming Fennel) or ``"random"`` (identical to the in-memory ``random``).
+        seed: Seed of every random choice.
+        ufactor: Allowed imbalance per balance constraint, in thousandths (30 = 3 %).
+        balance: Balance on node count, train/val/test counts and in-degree (else nodes only).
+        passes: Fennel passes (default 3) or ``coarsen`` refinement passes (default 2; 0 = none).
+        memory_budget: Working memory to plan chunk and block sizes for (``"8GB"``, bytes); O(N) node
+            state and one partition's edges come on top.
+        chunk_size: Edges per chunk (default from ``memory_budget``).
+        allow_nonfinite: Keep NaN / inf feature rows (reported) instead of raising.
+        workdir: Where the spill files go (default: inside the output's temporary folder).
+    """
+
+    def __init__(self, data, num_parts: int, method: str = "coarsen", *, seed: int = 0, ufactor: int = 30,
+                 balance: bool = True, passes: Optional[int] = None, memory_budget: Union[int, str] = "2GB",
+                 chunk_size: Optional[int] = None, allow_nonfinite: bool = False,
+                 workdir: Optional[Union[str, Path]] = None):
+        self.config = OutOfCoreConfig(num_parts, method, seed, ufactor, balance, passes,
+                                      parse_bytes(memory_budget), chunk_size)
+        if not isinstance(allow_nonfinite, bool):
+            raise InvalidArgumentError(_WHERE, "allow_nonfinite", allow_nonfinite, "a bool")
+        self.allow_nonfinite, self.workdir = allow_nonfinite, workdir
+        self.graph = _as_graph(data)
+        if num_parts > self.graph.total_nodes():
+            raise InvalidArgumentError(_WHERE, "num_parts", num_parts,
+                                       f"<= number of nodes ({self.graph.total_nodes()})")
+        self.info: Dict[str, Any] = {}
+
+    def _bar(self, desc: str, total: int, progress: bool):
+        return tqdm(total=total, desc=desc, unit_scale=True, disable=not progress, leave=False)
+
+    def in_degrees(self, progress: bool = False) -> Dict[NodeType, torch.Tensor]:
+        """In-degree of every node, from one pass over the edge chunks."""
+        g, out = self.graph, {t: np.zeros(n, dtype=np.int64) for t, n in self.graph.num_nodes.items()}
+        total = sum(g.num_edges(et) for et in g.edge_types)
+        with self._bar("in-degrees", total, progress) as bar:
+            for et, source in g.edges.items():
+                for start, src, dst in source.chunks(self.config.edges_per_chunk):
+                    check_ids(src, dst, g.num_nodes[et[0]], g.num_nodes[et[2]], source, start)
+                    out[et[2]] += np.bincount(dst, minlength=g.num_nodes[et[2]])[:g.num_nodes[et[2]]]
+                    bar.update(src.size)
+        return {t: torch.from_numpy(v) for t, v in out.items()}
+
+    def weights(self, progress: bool = False):
+        """``(constraint names, [N, C] int64 weights)``: the METIS balance constraints."""
+        if not self.config.balance:
+            return ["nodes"], np.ones((self.graph.total_nodes(), 1), dtype=np.int64)
+        return assign.constraint_weights(self.graph, self.in_degrees(progress))
+
+    def assign(self, weights: np.ndarray, work: Path, progress: bool = False) -> Dict[NodeType, np.ndarray]:
+        """Partition of every node per type (int64 arrays)."""
+        g, c = self.graph, self.config
+        if c.method == "random":
+            return {t: v.numpy() for t, v in assign.random_assign(g.num_nodes, c.num_parts, c.seed).items()}
+        entries = 2 * sum(g.num_edges(et) for et in g.edge_types)
+        block = max(1, int(g.total_nodes() * (c.memory_budget // 160) / max(entries, 1)))
+        with self._bar("adjacency", entries // 2, progress) as bar:
+            adj = BlockAdjacency(g, work / "adjacency", block, c.edges_per_chunk, bar)
+        self.info.update(blocks=adj.num_blocks)
+        try:
+            if c.method == "fennel":
+                passes = c.passes or 3
+                with self._bar(f"fennel x{passes}", passes * g.total_nodes(), progress) as bar:
+                    flat = fennel_assign_seeded(adj, weights, c, passes, bar)
+            else:
+                from pyg_dist.partition.coarsen import coarsen_assign
+                refine = 2 if c.passes is None else c.passes
+                with self._bar("coarsen", (3 + refine) * g.total_nodes(), progress) as bar:
+                    flat, info = coarsen_assign(adj, weights, c.num_parts, c.seed, c.ufactor, refine=refine,
+                                                progress=bar)
+                self.info.update(info)
+        finally:
+            adj.close()
+        off = g.offsets()
+        return {t: flat[off[t]:off[t] + n] for t, n in g.num_nodes.items()}
+
+    def save(self, out: Union[str, Path], overwrite: bool = False, progress: bool = True,
+             verbose: bool = False) -> Dict[str, Any]:
+        """Partitions and writes the folder ``out``; returns the quality statistics (also in META)."""
+        tmp = prepare_output(out, overwrite)
+        work = Path(tempfile.mkdtemp(prefix=".spill-", dir=self.workdir or tmp))
+        bar = tqdm(total=5, desc="partition (out-of-core)", disable=not progress)
+        clock = _Clock(bar)
+        try:
+            stats, meta = self._partition(tmp, work, clock, progress)
+            M.write_meta(tmp, meta)
+            shutil.rmtree(work, ignore_errors=True)
+            finalize_output(tmp, out)
+            clock.start(None)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+        finally:
+            bar.close()
+        if verbose:
+            print(format_report(stats))
+        return stats
+
+    def _partition(self, tmp: Path, work: Path, clock: _Clock, progress: bool):
+        """Every stage; each O(N) array is dropped as soon as the stages after it no longer need it."""
+        g, c = self.graph, self.config
+        clock.start("weights")
+        names, weights = self.weights(progress)
+        clock.start(f"assign ({c.method})")
+        parts = self.assign(weights, work, progress)
+        nodes = {t: order_nodes(torch.from_numpy(parts.pop(t)), torch.zeros(n, dtype=torch.long), c.num_parts, 1)
+                 for t, n in g.num_nodes.items()}
+        clock.start("write")
+        with self._bar("spill edges", sum(g.num_edges(et) for et in g.edge_types), progress) as bar:
+            edges = spill_edges(g, nodes, c.num_parts, work, c.edges_per_chunk, bar)
+        tally = PartTally()
+        for p in tqdm(range(c.num_parts), desc="writing partitions", disable=not progress, leave=False):
+            write_part(tmp, work, g, nodes, edges, p, tally, self.allow_nonfinite)
+        for line in tally.nonfinite:
+            LOG.warning("OutOfCorePartitioner keeps non-finite values: %s", line)
+        stats = quality_report(tally, nodes, c.num_parts, names, weights, g)
+        del weights
+        fingerprint = uuid.uuid4().hex
+        write_stamps(tmp, fingerprint, nodes, edges, c.num_parts, False)
+        write_node_maps(tmp, g, nodes, c.num_parts)
+        bounds = {t: SimpleNamespace(bounds=o.bounds, sub_bounds=o.sub_bounds) for t, o in nodes.items()}
+        del nodes  # the permutations: the edge maps are the largest arrays
+        write_edge_maps(tmp, work, g, edges, c.num_parts)
+        for sp in edges.values():
+            sp.buckets.close()
+        stats["bytes_per_part"] = [folder_bytes(M.part_dir(tmp, p)) for p in range(c.num_parts)]
+        clock.start("meta")
+        stats["seconds"], stats["cpu_seconds"] = clock.seconds, clock.cpu_seconds
+        used = [] if c.method == "random" else names
+        meta = build_meta(g, c, tmp, bounds, edges, used, stats, fingerprint,
+                          out_of_core={"memory_budget": c.memory_budget, **self.info})
+        return stats, meta
+
+
+def fennel_assign_seeded(adj: BlockAdjacency, weights: np.ndarray, c: OutOfCoreConfig, passes: int, bar):
+    """:func:`~pyg_dist.partition.streaming.fennel_assign` with the config's slack (``ufactor``)."""
+    from pyg_dist.partition.streaming import fennel_assign
+    return fennel_assign(adj, weights, c.num_parts, passes=passes, slack=c.ufactor / 1000, progress=bar)
+
+
+def quality_report(tally: PartTally, nodes, num_parts: int, names, weights, g) -> Dict[str, Any]:
+    """The same statistics as :func:`pyg_dist.partition.report.quality_stats`, from the writer's tally."""
+    nodes_pp = {t: torch.diff(o.bounds).tolist() for t, o in nodes.items()}
+    owned = int(sum(sum(v) for v in nodes_pp.values()))
+    stats: Dict[str, Any] = {
+        "num_parts": num_parts, "edge_cut": tally.cut / tally.total if tally.total else 0.0,
+        "edges_per_part": tally.edges_pp, "edge_balance": _balance(tally.edges_pp),
+        "nodes_per_part": nodes_pp, "node_balance": {t: _balance(v) for t, v in nodes_pp.items()},
+        "halo_nodes_per_part": tally.halo_pp, "halo_ratio": float(sum(tally.halo_pp) / max(owned, 1)),
+        "train_per_part": dict(tally.train_pp), "train_balance": {t: _balance(v) for t, v in tally.train_pp.items()},
+    }
+    stats["constraint_balance"] = _constraint_balance(g, nodes, num_parts, names, weights)
+    return stats

@@ -1,0 +1,142 @@
+"""On-disk buckets for the out-of-core partitioner: rows appended chunk by chunk, read back one bucket at a time.
+
+:class:`Buckets` keeps one raw binary file per (bucket, column); :meth:`Buckets.append` routes each row to
+its bucket with one stable pass, so a bucket's rows stay in the order they were appended (input order).
+:class:`BlockAdjacency` uses it to store the symmetric adjacency of a graph grouped by blocks of node ids,
+the input of the streaming assignment methods (:mod:`pyg_dist.partition.streaming`).
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any, Dict, Iterator, Tuple
+
+import numpy as np
+import torch
+
+from pyg_dist.partition.chunked import ChunkedGraph, check_ids
+
+
+def stable_order(keys: np.ndarray) -> np.ndarray:
+    """``np.argsort(keys, kind="stable")``, through torch's sort (several times faster on large arrays)."""
+    return torch.sort(torch.from_numpy(np.ascontiguousarray(keys)), stable=True).indices.numpy()
+
+
+def unique_counts(keys: np.ndarray) -> tuple:
+    """``np.unique(keys, return_counts=True)`` through torch's sort."""
+    s = torch.sort(torch.from_numpy(np.ascontiguousarray(keys))).values.numpy()
+    if not s.size:
+        return s, np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+    return s[starts], np.diff(np.r_[starts, s.size])
+
+
+def count_distinct(ids: np.ndarray, size: int) -> int:
+    """How many distinct values ``ids`` (in ``[0, size)``) holds: a mark array, O(size + len(ids))."""
+    marks = np.zeros(size, dtype=bool)
+    marks[ids] = True
+    return int(marks.sum())
+
+
+class Buckets:
+    """Columns of rows in ``num_buckets`` bucket files under ``folder``.
+
+    Args:
+        folder: A fresh folder for the files (removed by :meth:`close`).
+        num_buckets: Number of buckets.
+        columns: Column name -> numpy dtype.
+    """
+
+    def __init__(self, folder: Path, num_buckets: int, columns: Dict[str, Any]):
+        self.folder, self.num_buckets, self.columns = Path(folder), num_buckets, dict(columns)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.counts = np.zeros(num_buckets, dtype=np.int64)
+        self._files = {(b, c): open(self._path(b, c), "wb") for b in range(num_buckets) for c in self.columns}
+
+    def _path(self, bucket: int, column: str) -> Path:
+        return self.folder / f"b{bucket}_{column}.bin"
+
+    def append(self, bucket: np.ndarray, **cols: np.ndarray) -> None:
+        """Appends rows: ``bucket[i]`` is row ``i``'s bucket, ``cols[name][i]`` its values."""
+        order = stable_order(bucket)
+        ptr = np.concatenate([[0], np.cumsum(np.bincount(bucket, minlength=self.num_buckets))])
+        self.counts += np.diff(ptr)
+        for name, dtype in self.columns.items():
+            values = cols[name][order].astype(dtype, copy=False)
+            for b in np.flatnonzero(np.diff(ptr)).tolist():
+                values[ptr[b]:ptr[b + 1]].tofile(self._files[(b, name)])
+
+    def read(self, bucket: int) -> Dict[str, np.ndarray]:
+        """All rows of ``bucket``, in append order, one array per column."""
+        for c in self.columns:
+            self._files[(bucket, c)].flush()
+        return {c: np.fromfile(self._path(bucket, c), dtype=d) for c, d in self.columns.items()}
+
+    def drop(self, bucket: int) -> None:
+        """Deletes ``bucket``'s files (after it was read for the last time)."""
+        for c in self.columns:
+            self._files[(bucket, c)].close()
+            self._path(bucket, c).unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """Closes and deletes every bucket file."""
+        for f in self._files.values():
+            f.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class BlockAdjacency:
+    """The symmetric adjacency of a graph (every edge both ways, self loops dropped, duplicates kept),
+    over the concatenated id space of all node types, grouped in blocks of ``block_size`` node ids.
+
+    Built with one pass over the edge chunks; :meth:`blocks` yields ``(start, ptr, nbr)`` per block: the
+    neighbours of node ``start + i`` are ``nbr[ptr[i]:ptr[i + 1]]`` (int32 below 2**31 nodes, else int64).
+    """
+
+    def __init__(self, g: ChunkedGraph, folder: Path, block_size: int, chunk_size: int, progress=None):
+        self.num_nodes, self.block_size = g.total_nodes(), max(1, int(block_size))
+        self.num_blocks = max(1, -(-self.num_nodes // self.block_size))
+        self.dtype = np.int32 if self.num_nodes < 2 ** 31 else np.int64
+        self.buckets = Buckets(folder, self.num_blocks, {"u": self.dtype, "v": self.dtype})
+        off = g.offsets()
+        for et, source in g.edges.items():
+            for start, src, dst in source.chunks(chunk_size):
+                check_ids(src, dst, g.num_nodes[et[0]], g.num_nodes[et[2]], source, start)
+                u, v = src + off[et[0]], dst + off[et[2]]
+                keep = u != v
+                u, v = u[keep], v[keep]
+                both_u, both_v = np.concatenate([u, v]), np.concatenate([v, u])
+                self.buckets.append(both_u // self.block_size, u=both_u, v=both_v)
+                if progress is not None:
+                    progress.update(src.size)
+        self._entries = int(self.buckets.counts.sum())
+
+    @property
+    def num_entries(self) -> int:
+        """Adjacency entries (twice the non-loop edges)."""
+        return self._entries
+
+    def blocks(self) -> Iterator[Tuple[int, np.ndarray, np.ndarray]]:
+        """``(start, ptr, nbr)`` per block, read from disk (see the class docstring). The first read of a
+        block sorts it and writes it back in CSR form, so later passes only read."""
+        for b in range(self.num_blocks):
+            start = b * self.block_size
+            ptr_file, nbr_file = self.buckets.folder / f"csr{b}_ptr.bin", self.buckets.folder / f"csr{b}_nbr.bin"
+            if ptr_file.is_file():
+                yield start, np.fromfile(ptr_file, dtype=np.int64), np.fromfile(nbr_file, dtype=self.dtype)
+                continue
+            n = min(self.block_size, self.num_nodes - start)
+            rows = self.buckets.read(b)
+            self.buckets.drop(b)
+            u = rows["u"].astype(np.int64) - start
+            ptr = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(np.bincount(u, minlength=n), out=ptr[1:])
+            nbr = rows["v"][stable_order(u)]
+            del rows, u
+            nbr.tofile(nbr_file)
+            ptr.tofile(ptr_file)
+            yield start, ptr, nbr
+
+    def close(self) -> None:
+        """Deletes the spill files."""
+        self.buckets.close()
