@@ -18,7 +18,7 @@ from __future__ import annotations
 import gzip
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -29,6 +29,7 @@ from pyg_dist.errors import InvalidArgumentError, require
 
 _WHERE = "ChunkedGraph"
 Chunk = Tuple[int, np.ndarray, np.ndarray]
+Keep = Optional[Callable[[int], bool]]
 NODE_FILES = ("x", "y", "time", "train_mask", "val_mask", "test_mask")
 EDGE_FILES = ("edge_attr", "edge_weight", "edge_time")
 
@@ -62,14 +63,17 @@ class EdgeSource:
     def _blocks(self, chunk_size: int) -> Iterator[Tuple[np.ndarray, np.ndarray]]:
         raise NotImplementedError
 
-    def chunks(self, chunk_size: int) -> Iterator[Chunk]:
-        """Yields ``(start, src, dst)``: int64 arrays of at most ``chunk_size`` edges from edge ``start``."""
-        start = 0
+    def chunks(self, chunk_size: int, keep: Keep = None) -> Iterator[Chunk]:
+        """Yields ``(start, src, dst)``: int64 arrays of at most ``chunk_size`` edges from edge ``start``;
+        with ``keep``, only chunks ``i`` with ``keep(i)`` (the others are not even read where the format
+        allows: ``.npy`` / ``.pt`` sources; text and Parquet are parsed and skipped)."""
+        start, i = 0, 0
         for src, dst in self._blocks(chunk_size):
             for lo in range(0, src.size, chunk_size):
                 s = np.ascontiguousarray(src[lo:lo + chunk_size], dtype=np.int64)
-                yield start, s, np.ascontiguousarray(dst[lo:lo + chunk_size], dtype=np.int64)
-                start += s.size
+                if keep is None or keep(i):
+                    yield start, s, np.ascontiguousarray(dst[lo:lo + chunk_size], dtype=np.int64)
+                start, i = start + s.size, i + 1
         self._count = start
 
 
@@ -109,18 +113,22 @@ class ArrayEdges(EdgeSource):
         self.arr, self.rows_first = _pairs(arr, self.name)
         self._count = int(arr.shape[1] if self.rows_first else arr.shape[0])
 
-    def _blocks(self, chunk_size: int):
+    def chunks(self, chunk_size: int, keep: Keep = None) -> Iterator[Chunk]:
+        """See :meth:`EdgeSource.chunks` (skipped chunks are not read)."""
         total = self._count or 0
-        for lo in range(0, total, chunk_size):
-            hi = min(lo + chunk_size, total)
-            if isinstance(self.arr, NpyRows) and self.rows_first != self.arr.fortran:  # sources, then destinations
-                yield self.arr.read(lo, hi - lo), self.arr.read(total + lo, hi - lo)
-            elif isinstance(self.arr, NpyRows):
-                pairs = self.arr.read(2 * lo, 2 * (hi - lo)).reshape(-1, 2)
-                yield pairs[:, 0], pairs[:, 1]
-            else:
-                part = self.arr[:, lo:hi] if self.rows_first else self.arr[lo:hi].T
-                yield _np(part[0]), _np(part[1])
+        for i, lo in enumerate(range(0, total, chunk_size)):
+            if keep is None or keep(i):
+                src, dst = self._read(lo, min(lo + chunk_size, total), total)
+                yield lo, np.ascontiguousarray(src, dtype=np.int64), np.ascontiguousarray(dst, dtype=np.int64)
+
+    def _read(self, lo: int, hi: int, total: int) -> Tuple[np.ndarray, np.ndarray]:
+        if isinstance(self.arr, NpyRows) and self.rows_first != self.arr.fortran:  # sources, then destinations
+            return self.arr.read(lo, hi - lo), self.arr.read(total + lo, hi - lo)
+        if isinstance(self.arr, NpyRows):
+            pairs = self.arr.read(2 * lo, 2 * (hi - lo)).reshape(-1, 2)
+            return pairs[:, 0], pairs[:, 1]
+        part = self.arr[:, lo:hi] if self.rows_first else self.arr[lo:hi].T
+        return _np(part[0]), _np(part[1])
 
 
 class FileChunkEdges(EdgeSource):
@@ -140,9 +148,16 @@ class FileChunkEdges(EdgeSource):
             raise InvalidArgumentError(_WHERE, "edge chunk", str(path), "a tensor [2, e] or [e, 2]")
         return ArrayEdges(value, str(path))
 
-    def _blocks(self, chunk_size: int):
+    def chunks(self, chunk_size: int, keep: Keep = None) -> Iterator[Chunk]:
+        """See :meth:`EdgeSource.chunks` (skipped chunks are not read)."""
+        start, first = 0, 0  # edge and chunk index of the file's first chunk
         for path in self.paths:
-            yield from self._open(path)._blocks(chunk_size)
+            arrays = self._open(path)
+            count = arrays.num_edges
+            shifted = (lambda i, f=first: keep(f + i)) if keep is not None else None
+            for lo, src, dst in arrays.chunks(chunk_size, shifted):
+                yield start + lo, src, dst
+            start, first = start + count, first - (-count // chunk_size)
 
 
 class CsvEdges(EdgeSource):

@@ -8,6 +8,7 @@ Example::
         --method supernode --num-clusters 256 --sub-parts 2 --out /tmp/syn-4
     pyg-dist-partition --dataset chunked --root /data/graph --num-parts 8 --method coarsen \
         --memory-budget 8GB --out /data/graph-8      # out-of-core (see pyg_dist.partition.out_of_core)
+    torchrun --nnodes 2 --nproc-per-node 1 ... -m pyg_dist.partition.cli --dataset chunked ...  # 2 machines
 """
 from __future__ import annotations
 
@@ -140,8 +141,23 @@ def _check_out_of_core(args: argparse.Namespace) -> None:
         raise InvalidArgumentError("pyg-dist-partition", "--root", None, "the folder of a chunked dataset")
 
 
+def torchrun_comm():
+    """Under ``torchrun`` with more than one rank: a gloo process group (initialised here) as a
+    :class:`~pyg_dist.partition.comm.TorchComm`; otherwise the one-process :class:`Comm`."""
+    import os
+
+    from pyg_dist.partition.comm import Comm, TorchComm
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return Comm()
+    import torch.distributed as dist
+    if not dist.is_initialized():
+        dist.init_process_group("gloo")
+    return TorchComm()
+
+
 def _run_out_of_core(args: argparse.Namespace):
-    """Opens the input (a chunked folder, or any dataset loaded whole) and partitions it out-of-core."""
+    """Opens the input (a chunked folder, or any dataset loaded whole) and partitions it out-of-core, on
+    every rank of a ``torchrun`` job (or alone). Returns ``(stats, rank)``."""
     from pyg_dist.partition.chunked import open_chunked
     OutOfCoreConfig(args.num_parts, args.method, args.seed, 30 if args.ufactor is None else args.ufactor,
                     passes=args.passes, chunk_size=args.chunk_size)  # fail fast, before reading
@@ -152,16 +168,23 @@ def _run_out_of_core(args: argparse.Namespace):
     else:
         from pyg_dist.datasets.registry import load_dataset
         data = load_dataset(args.dataset, args.root, undirected=None, **dataset_options(args))
-    if args.dataset.lower() == "chunked":
+    comm = torchrun_comm()
+    if comm.rank == 0 and args.dataset.lower() == "chunked":
         edges = sum(data.num_edges(et) for et in data.edge_types)
-        print(f"input {args.root}: {data.total_nodes()} nodes, {edges} edges (read in chunks)", flush=True)
-    else:
+        print(f"input {args.root}: {data.total_nodes()} nodes, {edges} edges (read in chunks by {comm.world} "
+              f"rank(s))", flush=True)
+    elif comm.rank == 0:
         print(f"loaded {args.dataset}: {data}", flush=True)
     part = OutOfCorePartitioner(data, args.num_parts, args.method, seed=args.seed,
                                 ufactor=30 if args.ufactor is None else args.ufactor, balance=not args.no_balance,
                                 passes=args.passes, memory_budget=budget, chunk_size=args.chunk_size,
-                                allow_nonfinite=args.allow_nonfinite)
-    return part.save(args.out, overwrite=args.overwrite, progress=not args.quiet)
+                                allow_nonfinite=args.allow_nonfinite, comm=comm)
+    try:
+        return part.save(args.out, overwrite=args.overwrite, progress=not args.quiet), comm.rank
+    finally:
+        if comm.world > 1:
+            import torch.distributed as dist
+            dist.destroy_process_group()
 
 
 def dataset_options(args: argparse.Namespace) -> Dict[str, Any]:
@@ -214,10 +237,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         check_applicable(args)
         if is_out_of_core(args):
             t1 = time.perf_counter()
-            stats = _run_out_of_core(args)
-            print(format_report(stats))
-            print(f"wrote {args.out} out-of-core in {time.perf_counter() - t1:.1f} s (method {args.method}, "
-                  f"{args.num_parts} parts)")
+            stats, rank = _run_out_of_core(args)
+            if rank == 0:
+                print(format_report(stats))
+                print(f"wrote {args.out} out-of-core in {time.perf_counter() - t1:.1f} s (method {args.method}, "
+                      f"{args.num_parts} parts)")
             return 0
         method_opts = dict(base_method=args.base_method or "metis", sub_parts=args.sub_parts,
                            num_clusters=args.num_clusters, seed=args.seed,

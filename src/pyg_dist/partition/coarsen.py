@@ -48,8 +48,13 @@ def label_propagation(adj: BlockAdjacency, max_size: int, rounds: int = 3, batch
     labels = np.arange(n, dtype=np.int64)
     size = np.ones(n, dtype=np.int64)
     for _ in range(rounds):
-        for start, ptr, nbr in adj.blocks():
-            rows = ptr.size - 1
+        for start, rows, ptr, nbr in adj.blocks():
+            if ptr is None or nbr is None:  # another rank's block: apply its moves to the sizes too
+                old = labels[start:start + rows].copy()
+                adj.sync(start, labels[start:start + rows])
+                np.subtract.at(size, old, 1)
+                np.add.at(size, labels[start:start + rows], 1)
+                continue
             for lo in range(0, rows, batch):
                 hi = min(rows, lo + batch)
                 r, best, cnt = _best_labels(ptr, nbr, lo, hi, labels, n)
@@ -69,6 +74,7 @@ def label_propagation(adj: BlockAdjacency, max_size: int, rounds: int = 3, batch
                 labels[ids] = best
                 if progress is not None:
                     progress.update(hi - lo)
+            adj.sync(start, labels[start:start + rows])
     return labels
 
 
@@ -78,11 +84,14 @@ def coarse_graph(adj: BlockAdjacency, cluster: np.ndarray, num_clusters: int
     number of fine edges between them (symmetric, no self loops)."""
     pieces: List[Tuple[np.ndarray, np.ndarray]] = []
     c = np.int64(num_clusters)
-    for start, ptr, nbr in adj.blocks():
-        cu = np.repeat(cluster[start:start + ptr.size - 1], np.diff(ptr))
+    for start, rows, ptr, nbr in adj.blocks():
+        if ptr is None:
+            continue
+        cu = np.repeat(cluster[start:start + rows], np.diff(ptr))
         cv = cluster[nbr]
         keep = cu != cv
         pieces.append(unique_counts(cu[keep] * c + cv[keep]))
+    pieces = [p for rank_pieces in adj.comm.all_gather(pieces) for p in rank_pieces]  # every rank: the same graph
     keys = np.concatenate([k for k, _ in pieces]) if pieces else np.zeros(0, np.int64)
     cnts = np.concatenate([w for _, w in pieces]) if pieces else np.zeros(0, np.int64)
     del pieces

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 import torch
@@ -18,6 +18,7 @@ from pyg_dist._types import HOMO_EDGE, HOMO_NODE, EdgeType, NodeType, untyped
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.partition import meta as M
 from pyg_dist.partition.chunked import ChunkedGraph, check_ids, take_rows
+from pyg_dist.partition.comm import Comm
 from pyg_dist.partition.renumber import NodeOrder
 from pyg_dist.partition.spill import Buckets, count_distinct, stable_order
 
@@ -32,24 +33,40 @@ class SpilledEdges:
 
 @dataclass
 class PartTally:
-    """What the quality report needs, gathered while writing the partitions."""
+    """What the quality report needs, gathered while writing the partitions (per partition index, so the
+    tallies of several ranks merge with :meth:`merge`)."""
     cut: int = 0
     total: int = 0
-    edges_pp: List[int] = field(default_factory=list)
-    halo_pp: List[int] = field(default_factory=list)
-    train_pp: Dict[NodeType, List[int]] = field(default_factory=dict)
+    edges_pp: Dict[int, int] = field(default_factory=dict)
+    halo_pp: Dict[int, int] = field(default_factory=dict)
+    train_pp: Dict[NodeType, Dict[int, int]] = field(default_factory=dict)
     nonfinite: List[str] = field(default_factory=list)
     remote: Dict[NodeType, List[np.ndarray]] = field(default_factory=dict)  # this partition's, per source type
 
-    def close_part(self, num_nodes: Dict[NodeType, int]) -> None:
+    def close_part(self, p: int, num_nodes: Dict[NodeType, int]) -> None:
         """Counts the partition's halo (distinct remote sources per type, over all its edge types)."""
-        self.halo_pp.append(sum(count_distinct(np.concatenate(r), num_nodes[t]) for t, r in self.remote.items()))
+        self.halo_pp[p] = sum(count_distinct(np.concatenate(r), num_nodes[t]) for t, r in self.remote.items())
         self.remote = {}
+
+    @staticmethod
+    def merge(tallies: List["PartTally"]) -> "PartTally":
+        """One tally from several ranks' (each wrote different partitions)."""
+        out = PartTally()
+        for t in tallies:
+            out.cut, out.total = out.cut + t.cut, out.total + t.total
+            out.edges_pp.update(t.edges_pp)
+            out.halo_pp.update(t.halo_pp)
+            for ntype, per in t.train_pp.items():
+                out.train_pp.setdefault(ntype, {}).update(per)
+            out.nonfinite += t.nonfinite
+        return out
 
 
 def spill_edges(g: ChunkedGraph, nodes: Dict[NodeType, NodeOrder], num_parts: int, folder: Path, chunk_size: int,
-                progress=None) -> Dict[EdgeType, SpilledEdges]:
-    """Routes every edge, relabelled, to its destination owner's bucket (input order kept in a bucket)."""
+                progress=None, comm: Optional[Comm] = None) -> Dict[EdgeType, SpilledEdges]:
+    """Routes every edge, relabelled, to its destination owner's bucket; across ranks, each rank reads its
+    share of the chunks and ships each edge to the rank writing its partition (``p % world``)."""
+    comm = comm or Comm()
     out = {}
     for i, (et, source) in enumerate(g.edges.items()):
         time = g.edge_time.get(et)
@@ -61,16 +78,21 @@ def spill_edges(g: ChunkedGraph, nodes: Dict[NodeType, NodeOrder], num_parts: in
         buckets = Buckets(folder / f"edges_{i}", num_parts, cols)
         inv_s, inv_d = nodes[et[0]].inv.numpy(), nodes[et[2]].inv.numpy()
         dst_bounds = nodes[et[2]].bounds.numpy()
-        for start, src, dst in source.chunks(chunk_size):
+        for chunk in comm.rounds(source.chunks(chunk_size, comm.mine)):
+            start, src, dst = chunk if chunk is not None else (0, np.zeros(0, np.int64), np.zeros(0, np.int64))
             check_ids(src, dst, g.num_nodes[et[0]], g.num_nodes[et[2]], source, start)
             col = inv_d[dst]
             row = {"row": inv_s[src], "col": col, "eid": np.arange(start, start + src.size)}
             if time is not None:
-                row["time"] = take_rows(time, np.arange(start, start + src.size)).numpy()
-            buckets.append(np.searchsorted(dst_bounds, col, side="right") - 1, **row)
+                row["time"] = take_rows(time, np.arange(start, start + src.size)).numpy().astype(cols["time"])
+            part = np.searchsorted(dst_bounds, col, side="right") - 1
+            row["part"] = part
+            got = comm.exchange(part % comm.world, row)
+            buckets.append(got.pop("part"), **got)
             if progress is not None:
                 progress.update(src.size)
-        bounds = torch.from_numpy(np.concatenate([[0], np.cumsum(buckets.counts)]))
+        counts = comm.all_reduce_(buckets.counts.copy())
+        bounds = torch.from_numpy(np.concatenate([[0], np.cumsum(counts)]))
         out[et] = SpilledEdges(buckets, bounds, "edge_time" if time is not None else "input")
     return out
 
@@ -95,6 +117,12 @@ def _graph_entry(g, et, sp: SpilledEdges, dst: NodeOrder, p: int, work: Path, ta
                  src_bounds: Tensor) -> Dict[str, Any]:
     rows = sp.buckets.read(p)
     sp.buckets.drop(p)
+    eid = rows["eid"]
+    if eid.size > 1 and not bool((eid[1:] > eid[:-1]).all()):  # shipped by several ranks: input order first
+        first = stable_order(eid)
+        rows = {k: v[first] for k, v in rows.items()}
+        del first
+    del eid
     col = rows.pop("col")
     if "time" in rows:  # ties by edge time, then input order: two stable sorts
         by_time = stable_order(rows.pop("time"))
@@ -113,7 +141,7 @@ def _graph_entry(g, et, sp: SpilledEdges, dst: NodeOrder, p: int, work: Path, ta
     tally.cut += remote.size
     tally.total += row.size
     tally.remote.setdefault(et[0], []).append(remote)
-    tally.edges_pp[p] += row.size
+    tally.edges_pp[p] = tally.edges_pp.get(p, 0) + row.size
     return {"row": torch.from_numpy(row), "col": torch.from_numpy(col), "edge_id": torch.arange(lo, hi),
             "size": (g.num_nodes[et[0]], g.num_nodes[et[2]]), "colptr": torch.from_numpy(colptr),
             "dst_start": d_lo, "dst_end": d_hi}
@@ -141,7 +169,7 @@ def _node_entry(g, t: NodeType, no: NodeOrder, p: int, tally: PartTally, allow: 
     for k, v in out["feats"].items():
         _finite(f"node attribute {t}.{k}", v, tally, allow)
     if "train_mask" in out["feats"]:
-        tally.train_pp.setdefault(t, []).append(int(out["feats"]["train_mask"].long().sum()))
+        tally.train_pp.setdefault(t, {})[p] = int(out["feats"]["train_mask"].long().sum())
     if t in g.node_time:
         out["time"] = take_rows(g.node_time[t], idx)
     return out
@@ -151,10 +179,10 @@ def write_part(root: Path, work: Path, g: ChunkedGraph, nodes: Dict[NodeType, No
                edges: Dict[EdgeType, SpilledEdges], p: int, tally: PartTally, allow_nonfinite: bool) -> None:
     """Writes ``part_<p>/{graph,node_feats,edge_feats}.pt`` from partition ``p``'s bucket."""
     h = g.is_hetero
-    tally.edges_pp.append(0)
+    tally.edges_pp[p] = 0
     graph = {et: _graph_entry(g, et, sp, nodes[et[2]], p, work, tally, nodes[et[0]].bounds)
              for et, sp in edges.items()}
-    tally.close_part(g.num_nodes)
+    tally.close_part(p, g.num_nodes)
     M.part_dir(root, p).mkdir(parents=True, exist_ok=True)
     torch.save(untyped(graph, HOMO_EDGE, h), M.graph_path(root, p))
     del graph

@@ -32,10 +32,11 @@ import torch
 from tqdm.auto import tqdm
 
 from pyg_dist._types import NodeType
-from pyg_dist.errors import InvalidArgumentError, check_choice, check_positive_int
+from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_choice, check_positive_int
 from pyg_dist.partition import assign
 from pyg_dist.partition import meta as M
 from pyg_dist.partition.chunked import ChunkedGraph, check_ids, chunked_from_data, open_chunked
+from pyg_dist.partition.comm import Comm
 from pyg_dist.partition.ooc_write import PartTally, spill_edges, write_edge_maps, write_node_maps, write_part
 from pyg_dist.partition.partitioner import _Clock, build_meta
 from pyg_dist.partition.renumber import order_nodes
@@ -128,17 +129,23 @@ class OutOfCorePartitioner:
         chunk_size: Edges per chunk (default from ``memory_budget``).
         allow_nonfinite: Keep NaN / inf feature rows (reported) instead of raising.
         workdir: Where the spill files go (default: inside the output's temporary folder).
+        comm: Several machines: a :class:`~pyg_dist.partition.comm.TorchComm` over the initialised gloo
+            process group (``world_comm()`` under ``torchrun``); every rank calls :meth:`save` with the
+            same arguments. Each reads its share of the chunks, ships edges to the rank writing their
+            partition (``p % world``) and writes those partitions; rank 0 writes the maps and META.json.
+            The input and ``out`` must be on a filesystem every rank sees; spill files stay local.
+            The folder is the one a single process writes, byte for byte.
     """
 
     def __init__(self, data, num_parts: int, method: str = "coarsen", *, seed: int = 0, ufactor: int = 30,
                  balance: bool = True, passes: Optional[int] = None, memory_budget: Union[int, str] = "2GB",
                  chunk_size: Optional[int] = None, allow_nonfinite: bool = False,
-                 workdir: Optional[Union[str, Path]] = None):
+                 workdir: Optional[Union[str, Path]] = None, comm: Optional[Comm] = None):
         self.config = OutOfCoreConfig(num_parts, method, seed, ufactor, balance, passes,
                                       parse_bytes(memory_budget), chunk_size)
         if not isinstance(allow_nonfinite, bool):
             raise InvalidArgumentError(_WHERE, "allow_nonfinite", allow_nonfinite, "a bool")
-        self.allow_nonfinite, self.workdir = allow_nonfinite, workdir
+        self.allow_nonfinite, self.workdir, self.comm = allow_nonfinite, workdir, comm or Comm()
         self.graph = _as_graph(data)
         if num_parts > self.graph.total_nodes():
             raise InvalidArgumentError(_WHERE, "num_parts", num_parts,
@@ -154,11 +161,11 @@ class OutOfCorePartitioner:
         total = sum(g.num_edges(et) for et in g.edge_types)
         with self._bar("in-degrees", total, progress) as bar:
             for et, source in g.edges.items():
-                for start, src, dst in source.chunks(self.config.edges_per_chunk):
+                for start, src, dst in source.chunks(self.config.edges_per_chunk, self.comm.mine):
                     check_ids(src, dst, g.num_nodes[et[0]], g.num_nodes[et[2]], source, start)
                     out[et[2]] += np.bincount(dst, minlength=g.num_nodes[et[2]])[:g.num_nodes[et[2]]]
                     bar.update(src.size)
-        return {t: torch.from_numpy(v) for t, v in out.items()}
+        return {t: torch.from_numpy(self.comm.all_reduce_(v)) for t, v in out.items()}
 
     def weights(self, progress: bool = False):
         """``(constraint names, [N, C] int64 weights)``: the METIS balance constraints."""
@@ -174,7 +181,7 @@ class OutOfCorePartitioner:
         entries = 2 * sum(g.num_edges(et) for et in g.edge_types)
         block = max(1, int(g.total_nodes() * (c.memory_budget // 160) / max(entries, 1)))
         with self._bar("adjacency", entries // 2, progress) as bar:
-            adj = BlockAdjacency(g, work / "adjacency", block, c.edges_per_chunk, bar)
+            adj = BlockAdjacency(g, work / "adjacency", block, c.edges_per_chunk, bar, self.comm)
         self.info.update(blocks=adj.num_blocks)
         try:
             if c.method == "fennel":
@@ -196,15 +203,19 @@ class OutOfCorePartitioner:
     def save(self, out: Union[str, Path], overwrite: bool = False, progress: bool = True,
              verbose: bool = False) -> Dict[str, Any]:
         """Partitions and writes the folder ``out``; returns the quality statistics (also in META)."""
-        tmp = prepare_output(out, overwrite)
-        work = Path(tempfile.mkdtemp(prefix=".spill-", dir=self.workdir or tmp))
+        comm, progress = self.comm, progress and self.comm.rank == 0
+        tmp = shared_output(out, overwrite, comm)
+        work = Path(tempfile.mkdtemp(prefix=f".spill-{comm.rank}-", dir=self.workdir or tmp))
         bar = tqdm(total=5, desc="partition (out-of-core)", disable=not progress)
         clock = _Clock(bar)
         try:
             stats, meta = self._partition(tmp, work, clock, progress)
-            M.write_meta(tmp, meta)
             shutil.rmtree(work, ignore_errors=True)
-            finalize_output(tmp, out)
+            comm.barrier()
+            if comm.rank == 0:
+                M.write_meta(tmp, meta)
+                finalize_output(tmp, out)
+            comm.barrier()
             clock.start(None)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -227,20 +238,26 @@ class OutOfCorePartitioner:
                  for t, n in g.num_nodes.items()}
         clock.start("write")
         with self._bar("spill edges", sum(g.num_edges(et) for et in g.edge_types), progress) as bar:
-            edges = spill_edges(g, nodes, c.num_parts, work, c.edges_per_chunk, bar)
-        tally = PartTally()
+            edges = spill_edges(g, nodes, c.num_parts, work, c.edges_per_chunk, bar, self.comm)
+        perms, tally = tmp / ".perm", PartTally()  # per-partition original edge ids, for rank 0's edge maps
+        perms.mkdir(exist_ok=True)
         for p in tqdm(range(c.num_parts), desc="writing partitions", disable=not progress, leave=False):
-            write_part(tmp, work, g, nodes, edges, p, tally, self.allow_nonfinite)
+            if self.comm.mine(p):
+                write_part(tmp, perms, g, nodes, edges, p, tally, self.allow_nonfinite)
+        tally = PartTally.merge(self.comm.all_gather(tally))  # also: every partition is written
         for line in tally.nonfinite:
             LOG.warning("OutOfCorePartitioner keeps non-finite values: %s", line)
         stats = quality_report(tally, nodes, c.num_parts, names, weights, g)
         del weights
-        fingerprint = uuid.uuid4().hex
-        write_stamps(tmp, fingerprint, nodes, edges, c.num_parts, False)
-        write_node_maps(tmp, g, nodes, c.num_parts)
+        fingerprint = self.comm.broadcast_object(uuid.uuid4().hex)
+        if self.comm.rank == 0:
+            write_stamps(tmp, fingerprint, nodes, edges, c.num_parts, False)
+            write_node_maps(tmp, g, nodes, c.num_parts)
         bounds = {t: SimpleNamespace(bounds=o.bounds, sub_bounds=o.sub_bounds) for t, o in nodes.items()}
         del nodes  # the permutations: the edge maps are the largest arrays
-        write_edge_maps(tmp, work, g, edges, c.num_parts)
+        if self.comm.rank == 0:
+            write_edge_maps(tmp, perms, g, edges, c.num_parts)
+            shutil.rmtree(perms)
         for sp in edges.values():
             sp.buckets.close()
         stats["bytes_per_part"] = [folder_bytes(M.part_dir(tmp, p)) for p in range(c.num_parts)]
@@ -250,6 +267,36 @@ class OutOfCorePartitioner:
         meta = build_meta(g, c, tmp, bounds, edges, used, stats, fingerprint,
                           out_of_core={"memory_budget": c.memory_budget, **self.info})
         return stats, meta
+
+
+def shared_output(out, overwrite: bool, comm: Comm) -> Path:
+    """The temporary output folder: made by rank 0 (:func:`prepare_output`), checked visible by every rank.
+
+    Raises:
+        InvalidArgumentError: on every rank, when rank 0 refused ``out``, or a rank cannot see rank 0's
+            folder (``out`` is not on a shared filesystem).
+    """
+    if comm.world == 1:
+        return prepare_output(out, overwrite)
+    tmp, token, error = None, uuid.uuid4().hex, None
+    if comm.rank == 0:
+        try:
+            tmp = prepare_output(out, overwrite)
+            (tmp / ".ranks").write_text(token)
+        except PyGDistError as e:
+            error = str(e)
+    tmp, token, error = comm.broadcast_object((tmp, token, error))
+    if error is not None:
+        raise PyGDistError(f"rank 0: {error}")
+    seen = Path(tmp) / ".ranks"
+    ok = comm.all_gather(seen.is_file() and seen.read_text() == token)
+    comm.barrier()
+    if comm.rank == 0:
+        seen.unlink()
+    if not all(ok):
+        raise InvalidArgumentError(_WHERE, "out", str(out), f"a folder every rank sees (ranks "
+                                   f"{[r for r, v in enumerate(ok) if not v]} cannot see rank 0's {tmp})")
+    return Path(tmp)
 
 
 def fennel_assign_seeded(adj: BlockAdjacency, weights: np.ndarray, c: OutOfCoreConfig, passes: int, bar):
@@ -262,12 +309,15 @@ def quality_report(tally: PartTally, nodes, num_parts: int, names, weights, g) -
     """The same statistics as :func:`pyg_dist.partition.report.quality_stats`, from the writer's tally."""
     nodes_pp = {t: torch.diff(o.bounds).tolist() for t, o in nodes.items()}
     owned = int(sum(sum(v) for v in nodes_pp.values()))
+    edges_pp = [tally.edges_pp[p] for p in range(num_parts)]
+    halo_pp = [tally.halo_pp[p] for p in range(num_parts)]
+    train_pp = {t: [per[p] for p in range(num_parts)] for t, per in tally.train_pp.items()}
     stats: Dict[str, Any] = {
         "num_parts": num_parts, "edge_cut": tally.cut / tally.total if tally.total else 0.0,
-        "edges_per_part": tally.edges_pp, "edge_balance": _balance(tally.edges_pp),
+        "edges_per_part": edges_pp, "edge_balance": _balance(edges_pp),
         "nodes_per_part": nodes_pp, "node_balance": {t: _balance(v) for t, v in nodes_pp.items()},
-        "halo_nodes_per_part": tally.halo_pp, "halo_ratio": float(sum(tally.halo_pp) / max(owned, 1)),
-        "train_per_part": dict(tally.train_pp), "train_balance": {t: _balance(v) for t, v in tally.train_pp.items()},
+        "halo_nodes_per_part": halo_pp, "halo_ratio": float(sum(halo_pp) / max(owned, 1)),
+        "train_per_part": train_pp, "train_balance": {t: _balance(v) for t, v in train_pp.items()},
     }
     stats["constraint_balance"] = _constraint_balance(g, nodes, num_parts, names, weights)
     return stats

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any, Dict, Iterator, Tuple
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import numpy as np
 import torch
 
 from pyg_dist.partition.chunked import ChunkedGraph, check_ids
+from pyg_dist.partition.comm import Comm
 
 
 def stable_order(keys: np.ndarray) -> np.ndarray:
@@ -89,43 +90,57 @@ class BlockAdjacency:
     """The symmetric adjacency of a graph (every edge both ways, self loops dropped, duplicates kept),
     over the concatenated id space of all node types, grouped in blocks of ``block_size`` node ids.
 
-    Built with one pass over the edge chunks; :meth:`blocks` yields ``(start, ptr, nbr)`` per block: the
-    neighbours of node ``start + i`` are ``nbr[ptr[i]:ptr[i + 1]]`` (int32 below 2**31 nodes, else int64).
+    Built with one pass over the edge chunks. Across ranks (``comm``), each rank reads its share of the
+    chunks and ships every entry to the rank holding its block (block ``b`` on rank ``b % world``).
+    :meth:`blocks` yields ``(start, n, ptr, nbr)`` for every block in order: the neighbours of node
+    ``start + i`` are ``nbr[ptr[i]:ptr[i + 1]]`` (int32 below 2**31 nodes, else int64); ``ptr`` and ``nbr``
+    are ``None`` for a block another rank holds, whose results arrive through :meth:`sync`. Within a row,
+    neighbours may come in any order (every consumer counts them).
     """
 
-    def __init__(self, g: ChunkedGraph, folder: Path, block_size: int, chunk_size: int, progress=None):
+    def __init__(self, g: ChunkedGraph, folder: Path, block_size: int, chunk_size: int, progress=None,
+                 comm: Optional[Comm] = None):
+        self.comm = comm or Comm()
         self.num_nodes, self.block_size = g.total_nodes(), max(1, int(block_size))
         self.num_blocks = max(1, -(-self.num_nodes // self.block_size))
         self.dtype = np.int32 if self.num_nodes < 2 ** 31 else np.int64
         self.buckets = Buckets(folder, self.num_blocks, {"u": self.dtype, "v": self.dtype})
         off = g.offsets()
         for et, source in g.edges.items():
-            for start, src, dst in source.chunks(chunk_size):
-                check_ids(src, dst, g.num_nodes[et[0]], g.num_nodes[et[2]], source, start)
-                u, v = src + off[et[0]], dst + off[et[2]]
-                keep = u != v
-                u, v = u[keep], v[keep]
-                both_u, both_v = np.concatenate([u, v]), np.concatenate([v, u])
-                self.buckets.append(both_u // self.block_size, u=both_u, v=both_v)
-                if progress is not None:
-                    progress.update(src.size)
-        self._entries = int(self.buckets.counts.sum())
+            for chunk in self.comm.rounds(source.chunks(chunk_size, self.comm.mine)):
+                u = v = np.zeros(0, dtype=np.int64)
+                if chunk is not None:
+                    start, src, dst = chunk
+                    check_ids(src, dst, g.num_nodes[et[0]], g.num_nodes[et[2]], source, start)
+                    u, v = src + off[et[0]], dst + off[et[2]]
+                    keep = u != v
+                    u, v = u[keep], v[keep]
+                    if progress is not None:
+                        progress.update(src.size)
+                both = {"u": np.concatenate([u, v]), "v": np.concatenate([v, u])}
+                block = both["u"] // self.block_size
+                got = self.comm.exchange(block % self.comm.world, both)
+                self.buckets.append(got["u"] // self.block_size, **got)
+        self._entries = int(self.comm.all_reduce_(np.array([self.buckets.counts.sum()]))[0])
 
     @property
     def num_entries(self) -> int:
         """Adjacency entries (twice the non-loop edges)."""
         return self._entries
 
-    def blocks(self) -> Iterator[Tuple[int, np.ndarray, np.ndarray]]:
-        """``(start, ptr, nbr)`` per block, read from disk (see the class docstring). The first read of a
-        block sorts it and writes it back in CSR form, so later passes only read."""
+    def blocks(self) -> Iterator[Tuple[int, int, Optional[np.ndarray], Optional[np.ndarray]]]:
+        """``(start, n, ptr, nbr)`` per block (see the class docstring). The first read of a block sorts it
+        and writes it back in CSR form, so later passes only read."""
         for b in range(self.num_blocks):
             start = b * self.block_size
+            n = min(self.block_size, self.num_nodes - start)
+            if not self.comm.mine(b):
+                yield start, n, None, None
+                continue
             ptr_file, nbr_file = self.buckets.folder / f"csr{b}_ptr.bin", self.buckets.folder / f"csr{b}_nbr.bin"
             if ptr_file.is_file():
-                yield start, np.fromfile(ptr_file, dtype=np.int64), np.fromfile(nbr_file, dtype=self.dtype)
+                yield start, n, np.fromfile(ptr_file, dtype=np.int64), np.fromfile(nbr_file, dtype=self.dtype)
                 continue
-            n = min(self.block_size, self.num_nodes - start)
             rows = self.buckets.read(b)
             self.buckets.drop(b)
             u = rows["u"].astype(np.int64) - start
@@ -135,7 +150,14 @@ class BlockAdjacency:
             del rows, u
             nbr.tofile(nbr_file)
             ptr.tofile(ptr_file)
-            yield start, ptr, nbr
+            yield start, n, ptr, nbr
+
+    def sync(self, start: int, *arrays: np.ndarray) -> None:
+        """After a block: every rank gets the holder's ``arrays`` (contiguous; e.g. the block's slice of the
+        assignment, and the loads)."""
+        if self.comm.world > 1:
+            for a in arrays:
+                self.comm.broadcast_(a, self.comm.owner(start // self.block_size))
 
     def close(self) -> None:
         """Deletes the spill files."""

@@ -113,8 +113,10 @@ def fennel_assign(adj: BlockAdjacency, weights: np.ndarray, num_parts: int, pass
     caps = np.maximum(capacities(weights, num_parts, slack)[None, :], loads)
     scale = n / np.maximum(weights.sum(0), 1e-12)  # loads in node units, per constraint
     for _ in range(passes):
-        for start, ptr, nbr in adj.blocks():
-            rows = ptr.size - 1
+        for start, rows, ptr, nbr in adj.blocks():
+            if ptr is None or nbr is None:  # another rank's block: its results arrive below
+                adj.sync(start, parts[start:start + rows], loads)
+                continue
             for lo in range(0, rows, batch):
                 hi = min(rows, lo + batch)
                 ids = np.arange(start + lo, start + hi)
@@ -127,4 +129,5 @@ def fennel_assign(adj: BlockAdjacency, weights: np.ndarray, num_parts: int, pass
                 parts[ids] = admit(score, weights[ids], loads, caps, old)
                 if progress is not None:
                     progress.update(hi - lo)
+            adj.sync(start, parts[start:start + rows], loads)
     return parts
