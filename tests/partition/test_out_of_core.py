@@ -15,16 +15,7 @@ from pyg_dist.partition import Partitioner, read_meta
 from pyg_dist.partition.chunked import ArrayEdges, ChunkedGraph
 from pyg_dist.partition.out_of_core import OutOfCorePartitioner, parse_bytes
 from pyg_dist.testing import check_roundtrip
-
-
-def _homo(n=600, seed=0):
-    return synthetic_graph(n, 8, num_features=6, community_size=50, node_time=True, edge_time=True,
-                           edge_dim=3, edge_weight=True, seed=seed)
-
-
-def _hetero(n=600, seed=0):
-    return synthetic_graph(n, 8, num_features=5, community_size=50, hetero=True, node_time=True,
-                           edge_time=True, edge_dim=2, seed=seed)
+from tests.partition.test_partition import _hetero, _homo
 
 
 def _same(a, b, path=""):

@@ -71,3 +71,56 @@ def test_cli_under_torchrun_two_ranks(tmp_path):
     assert two.returncode == 0, two.stderr[-3000:]
     assert two.stdout.count("edge cut") == 1  # the report comes from rank 0 only
     assert_same_folder(tmp_path / "one", tmp_path / "two")
+
+
+def test_local_disks_each_rank_keeps_its_partitions(tmp_path):
+    """Each rank in its own mount namespace with a private tmpfs at the output's parent (a machine's own
+    disk): every rank writes META.json, the stamps and its partitions; rank 0 also the maps. Together the
+    two folders are the single-process folder, and each loads its own partitions."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    import pytest
+
+    from pyg_dist.partition import load_partition
+    from pyg_dist.testing.world import free_port
+    if shutil.which("unshare") is None:
+        pytest.skip("no `unshare` command")
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", f"mount -t tmpfs tmpfs {tmp_path}"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot make a mount namespace: {probe.stderr.decode().strip()}")
+    data = _homo(400, seed=7)
+    (tmp_path / "in").mkdir()
+    np.save(tmp_path / "in" / "edges.npy", data.edge_index.numpy())
+    np.save(tmp_path / "in" / "y.npy", data.y.numpy())
+    disk, port = tmp_path / "disk", free_port()
+    disk.mkdir()
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
+    opts = ["--dataset", "chunked", "--root", str(tmp_path / "in"), "--num-parts", "3", "--method", "random",
+            "--chunk-size", "700", "--quiet"]
+    procs = []
+    for rank in range(2):
+        run = (f"mount -t tmpfs tmpfs {disk} && {sys.executable} -m torch.distributed.run --nnodes 2 "
+               f"--nproc-per-node 1 --node-rank {rank} --master-addr 127.0.0.1 --master-port {port} "
+               f"-m pyg_dist.partition.cli {' '.join(opts)} --out {disk}/out && cp -a {disk}/out {tmp_path}/rank{rank}")
+        procs.append(subprocess.Popen(["unshare", "-m", "sh", "-c", run], env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
+    outs = [p.communicate(timeout=180)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], "\n=====\n".join(o[-3000:] for o in outs)
+    assert not (disk / "out").exists()  # nothing reached the shared disk
+    mine = {0: ["part_0", "part_2"], 1: ["part_1"]}
+    for rank in range(2):
+        root = tmp_path / f"rank{rank}"
+        assert sorted(p.parent.name for p in root.glob("part_*/pyg_dist.json")) == ["part_0", "part_1", "part_2"]
+        assert sorted(p.parent.name for p in root.glob("part_*/graph.pt")) == mine[rank]
+        for p in mine[rank]:
+            load_partition(root, int(p[-1]))
+    assert not (tmp_path / "rank1" / "node_map.pt").exists() and (tmp_path / "rank0" / "node_map.pt").exists()
+    merged = tmp_path / "merged"
+    shutil.copytree(tmp_path / "rank0", merged)
+    shutil.copytree(tmp_path / "rank1" / "part_1", merged / "part_1", dirs_exist_ok=True)
+    from pyg_dist.partition.out_of_core import OutOfCorePartitioner
+    OutOfCorePartitioner(tmp_path / "in", 3, "random", chunk_size=700).save(tmp_path / "one", progress=False)
+    assert_same_folder(tmp_path / "one", merged)

@@ -26,6 +26,7 @@ from torch import Tensor
 
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE, EdgeType, NodeType
 from pyg_dist.errors import InvalidArgumentError, require
+from pyg_dist.partition.source import NodeShape
 
 _WHERE = "ChunkedGraph"
 Chunk = Tuple[int, np.ndarray, np.ndarray]
@@ -218,7 +219,7 @@ class ParquetEdges(EdgeSource):
 
 
 @dataclass
-class ChunkedGraph:
+class ChunkedGraph(NodeShape):
     """A graph on disk: per-type edge sources and row-indexable attributes (see the module docstring).
 
     Attributes mirror :class:`~pyg_dist.partition.source.TypedGraph` (``num_nodes``, ``node_attrs``,
@@ -242,27 +243,12 @@ class ChunkedGraph:
             self.edge_attrs.setdefault(et, {})
 
     @property
-    def node_types(self) -> List[NodeType]:
-        return list(self.num_nodes)
-
-    @property
     def edge_types(self) -> List[EdgeType]:
         return list(self.edges)
 
     def num_edges(self, edge_type: EdgeType) -> int:
         """Number of edges of ``edge_type``."""
         return self.edges[edge_type].num_edges
-
-    def offsets(self) -> Dict[NodeType, int]:
-        """Start of each node type in the concatenated id space."""
-        out, acc = {}, 0
-        for t, n in self.num_nodes.items():
-            out[t], acc = acc, acc + n
-        return out
-
-    def total_nodes(self) -> int:
-        """Number of nodes over all types."""
-        return sum(self.num_nodes.values())
 
     def check(self) -> "ChunkedGraph":
         """Raises :class:`InvalidArgumentError` on an attribute whose row count is wrong; returns self."""

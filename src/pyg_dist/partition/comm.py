@@ -64,6 +64,10 @@ class Comm:
     def barrier(self) -> None:
         """Waits for every rank."""
 
+    def move_to_root(self, array: Optional[np.ndarray], src: int) -> Optional[np.ndarray]:
+        """Rank ``src``'s int64 ``array`` arrives on rank 0 (returned there; ``None`` elsewhere)."""
+        return array
+
 
 class TorchComm(Comm):
     """A world of ``torch.distributed`` ranks (gloo); the process group must be initialised."""
@@ -118,6 +122,21 @@ class TorchComm(Comm):
     def barrier(self) -> None:
         """See :meth:`Comm.barrier`."""
         self.dist.barrier()
+
+    def move_to_root(self, array: Optional[np.ndarray], src: int) -> Optional[np.ndarray]:
+        """See :meth:`Comm.move_to_root`."""
+        if self.rank == src and src != 0:
+            t = torch.from_numpy(np.ascontiguousarray(array, dtype=np.int64))
+            self.dist.send(torch.tensor([t.numel()]), 0)
+            self.dist.send(t, 0)
+            return None
+        if self.rank == 0 and src != 0:
+            n = torch.empty(1, dtype=torch.long)
+            self.dist.recv(n, src)
+            t = torch.empty(int(n.item()), dtype=torch.long)
+            self.dist.recv(t, src)
+            return t.numpy()
+        return array if self.rank == 0 else None
 
 
 def world_comm() -> Comm:

@@ -25,7 +25,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -42,7 +42,7 @@ from pyg_dist.partition.partitioner import _Clock, build_meta
 from pyg_dist.partition.renumber import order_nodes
 from pyg_dist.partition.report import _balance, _constraint_balance, folder_bytes, format_report
 from pyg_dist.partition.spill import BlockAdjacency
-from pyg_dist.partition.writer import finalize_output, prepare_output, write_stamps
+from pyg_dist.partition.writer import finalize_output, prepare_output, removed_on_error, write_stamps
 
 _WHERE = "OutOfCorePartitioner"
 LOG = logging.getLogger("pyg_dist")
@@ -132,9 +132,12 @@ class OutOfCorePartitioner:
         comm: Several machines: a :class:`~pyg_dist.partition.comm.TorchComm` over the initialised gloo
             process group (``world_comm()`` under ``torchrun``); every rank calls :meth:`save` with the
             same arguments. Each reads its share of the chunks, ships edges to the rank writing their
-            partition (``p % world``) and writes those partitions; rank 0 writes the maps and META.json.
-            The input and ``out`` must be on a filesystem every rank sees; spill files stay local.
-            The folder is the one a single process writes, byte for byte.
+            partition (``p % world``) and writes those partitions; rank 0 writes the maps. The input must
+            be readable by every rank (a shared filesystem, or a copy on each machine); ``out`` may be
+            shared (one folder, META.json written once, by rank 0) or on each machine's own disk (one
+            rank per machine; each folder gets META.json, every stamp and its own partitions, rank 0's
+            the maps too). Spill files stay local. Together, the folders are the one a single process
+            writes, byte for byte.
     """
 
     def __init__(self, data, num_parts: int, method: str = "coarsen", *, seed: int = 0, ufactor: int = 30,
@@ -204,25 +207,19 @@ class OutOfCorePartitioner:
              verbose: bool = False) -> Dict[str, Any]:
         """Partitions and writes the folder ``out``; returns the quality statistics (also in META)."""
         comm, progress = self.comm, progress and self.comm.rank == 0
-        tmp = shared_output(out, overwrite, comm)
+        tmp, self._shared = shared_output(out, overwrite, comm)
         work = Path(tempfile.mkdtemp(prefix=f".spill-{comm.rank}-", dir=self.workdir or tmp))
-        bar = tqdm(total=5, desc="partition (out-of-core)", disable=not progress)
-        clock = _Clock(bar)
-        try:
+        with tqdm(total=5, desc="partition (out-of-core)", disable=not progress) as bar, \
+                removed_on_error(tmp, work):
+            clock = _Clock(bar)
             stats, meta = self._partition(tmp, work, clock, progress)
             shutil.rmtree(work, ignore_errors=True)
             comm.barrier()
-            if comm.rank == 0:
+            if comm.rank == 0 or not self._shared:  # local disks: every machine gets META and the stamps
                 M.write_meta(tmp, meta)
                 finalize_output(tmp, out)
             comm.barrier()
             clock.start(None)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            shutil.rmtree(work, ignore_errors=True)
-            raise
-        finally:
-            bar.close()
         if verbose:
             print(format_report(stats))
         return stats
@@ -245,22 +242,28 @@ class OutOfCorePartitioner:
             if self.comm.mine(p):
                 write_part(tmp, perms, g, nodes, edges, p, tally, self.allow_nonfinite)
         tally = PartTally.merge(self.comm.all_gather(tally))  # also: every partition is written
+        if not self._shared:
+            collect_perms(self.comm, perms, edges, c.num_parts)
         for line in tally.nonfinite:
             LOG.warning("OutOfCorePartitioner keeps non-finite values: %s", line)
         stats = quality_report(tally, nodes, c.num_parts, names, weights, g)
         del weights
         fingerprint = self.comm.broadcast_object(uuid.uuid4().hex)
-        if self.comm.rank == 0:
+        if self.comm.rank == 0 or not self._shared:
             write_stamps(tmp, fingerprint, nodes, edges, c.num_parts, False)
+        if self.comm.rank == 0:
             write_node_maps(tmp, g, nodes, c.num_parts)
         bounds = {t: SimpleNamespace(bounds=o.bounds, sub_bounds=o.sub_bounds) for t, o in nodes.items()}
         del nodes  # the permutations: the edge maps are the largest arrays
         if self.comm.rank == 0:
             write_edge_maps(tmp, perms, g, edges, c.num_parts)
-            shutil.rmtree(perms)
+        if self.comm.rank == 0 or not self._shared:
+            shutil.rmtree(perms, ignore_errors=True)
         for sp in edges.values():
             sp.buckets.close()
-        stats["bytes_per_part"] = [folder_bytes(M.part_dir(tmp, p)) for p in range(c.num_parts)]
+        sizes = self.comm.all_gather({p: folder_bytes(M.part_dir(tmp, p)) for p in range(c.num_parts)
+                                      if self.comm.mine(p)})
+        stats["bytes_per_part"] = [next(s[p] for s in sizes if p in s) for p in range(c.num_parts)]
         clock.start("meta")
         stats["seconds"], stats["cpu_seconds"] = clock.seconds, clock.cpu_seconds
         used = [] if c.method == "random" else names
@@ -269,34 +272,77 @@ class OutOfCorePartitioner:
         return stats, meta
 
 
-def shared_output(out, overwrite: bool, comm: Comm) -> Path:
-    """The temporary output folder: made by rank 0 (:func:`prepare_output`), checked visible by every rank.
+def shared_output(out, overwrite: bool, comm: Comm) -> Tuple[Path, bool]:
+    """The temporary output folder and whether every rank shares it: rank 0 makes it
+    (:func:`prepare_output`); when no other rank sees it (each machine's own disk), every rank makes its own.
 
     Raises:
-        InvalidArgumentError: on every rank, when rank 0 refused ``out``, or a rank cannot see rank 0's
-            folder (``out`` is not on a shared filesystem).
+        PyGDistError: on every rank, when a rank refused ``out`` (e.g. not empty), or when only some ranks
+            see rank 0's folder (run one rank per machine, or give every rank the same shared folder).
     """
     if comm.world == 1:
-        return prepare_output(out, overwrite)
-    tmp, token, error = None, uuid.uuid4().hex, None
-    if comm.rank == 0:
-        try:
-            tmp = prepare_output(out, overwrite)
-            (tmp / ".ranks").write_text(token)
-        except PyGDistError as e:
-            error = str(e)
-    tmp, token, error = comm.broadcast_object((tmp, token, error))
+        return prepare_output(out, overwrite), True
+    token = comm.broadcast_object(uuid.uuid4().hex)
+    tmp, error = _prepare(out, overwrite, token) if comm.rank == 0 else (None, None)
+    tmp, error = comm.broadcast_object((tmp, error))
     if error is not None:
         raise PyGDistError(f"rank 0: {error}")
     seen = Path(tmp) / ".ranks"
-    ok = comm.all_gather(seen.is_file() and seen.read_text() == token)
+    views = comm.all_gather(seen.is_file() and seen.read_text() == token)
     comm.barrier()
+    shared = all(views)
     if comm.rank == 0:
         seen.unlink()
-    if not all(ok):
-        raise InvalidArgumentError(_WHERE, "out", str(out), f"a folder every rank sees (ranks "
-                                   f"{[r for r, v in enumerate(ok) if not v]} cannot see rank 0's {tmp})")
+    if any(views[1:]) and not shared:
+        raise InvalidArgumentError(_WHERE, "out", str(out), f"a folder all ranks share, or one per rank (ranks "
+                                   f"{[r for r, v in enumerate(views) if v]} share rank 0's {tmp}, the others not)")
+    if not shared:
+        tmp = _own_folder(out, overwrite, comm, tmp)
+    return Path(tmp), shared
+
+
+def _own_folder(out, overwrite: bool, comm: Comm, tmp0) -> Path:
+    """Local disks: every rank's own temporary folder; two ranks that see each other's is an error."""
+    token = uuid.uuid4().hex
+    tmp, error = _prepare(out, overwrite, token) if comm.rank else (Path(tmp0), None)
+    if comm.rank == 0:
+        (Path(tmp0) / ".ranks").write_text(token)
+    views = comm.all_gather((str(tmp), token, error))
+    errors = [e for _, _, e in views if e is not None]
+    clash = [r for r, (path, tok, _) in enumerate(views)
+             if r != comm.rank and (Path(path) / ".ranks").is_file() and (Path(path) / ".ranks").read_text() == tok]
+    clash = sorted(set(sum(comm.all_gather(clash), [])))
+    comm.barrier()
+    if tmp is not None:
+        (Path(tmp) / ".ranks").unlink(missing_ok=True)
+    if errors:
+        raise PyGDistError(f"a rank refused the output folder: {errors[0]}")
+    if clash:
+        raise InvalidArgumentError(_WHERE, "out", str(out), f"one rank per machine when out is on local disks "
+                                   f"(ranks {clash} share a disk but not rank 0's)")
     return Path(tmp)
+
+
+def _prepare(out, overwrite: bool, token: str):
+    try:
+        tmp = prepare_output(out, overwrite)
+        (tmp / ".ranks").write_text(token)
+        return tmp, None
+    except PyGDistError as e:
+        return None, str(e)
+
+
+def collect_perms(comm: Comm, perms: Path, edges, num_parts: int) -> None:
+    """Local disks: every partition's original edge ids move to rank 0 (for the edge maps), one at a time."""
+    for et in edges:
+        for p in range(num_parts):
+            src = comm.owner(p)
+            if src == 0:
+                continue
+            path = perms / f"perm_{M.edge_type_str(et)}_{p}.npy"
+            got = comm.move_to_root(np.load(path) if comm.rank == src else None, src)
+            if comm.rank == 0 and got is not None:
+                np.save(path, got)
 
 
 def fennel_assign_seeded(adj: BlockAdjacency, weights: np.ndarray, c: OutOfCoreConfig, passes: int, bar):

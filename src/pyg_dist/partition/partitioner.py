@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import logging
-import shutil
 import time
 import uuid
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from pyg_dist.partition.source import WEIGHT, TypedGraph, check_finite, typed_gr
 from pyg_dist.partition.writer import (
     finalize_output,
     prepare_output,
+    removed_on_error,
     write_caches,
     write_maps,
     write_parts,
@@ -148,9 +148,8 @@ class Partitioner:
         """
         g, c = self.graph, self.config
         tmp = prepare_output(out, overwrite)
-        bar = tqdm(total=5, desc="partition", disable=not progress)
-        clock = _Clock(bar)
-        try:
+        with tqdm(total=5, desc="partition", disable=not progress) as bar, removed_on_error(tmp):
+            clock = _Clock(bar)
             clock.start(f"assign ({c.owner_method})")
             parts, subs, used = self.assign()
             names, weights = assign.constraint_weights(g)
@@ -175,11 +174,6 @@ class Partitioner:
             M.write_meta(tmp, build_meta(g, c, tmp, nodes, edges, used, stats, fingerprint, cache))
             finalize_output(tmp, out)
             clock.start(None)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        finally:
-            bar.close()
         if verbose:
             print(format_report(stats))
         return stats

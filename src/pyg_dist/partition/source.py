@@ -24,8 +24,29 @@ WEIGHT = "edge_weight"
 _SKIP = {"num_nodes", "edge_index"}
 
 
+class NodeShape:
+    """Node types and counts (``num_nodes``) and the concatenated id space over them, shared by
+    :class:`TypedGraph` and :class:`~pyg_dist.partition.chunked.ChunkedGraph`."""
+    num_nodes: Dict[NodeType, int]
+
+    @property
+    def node_types(self) -> List[NodeType]:
+        return list(self.num_nodes)
+
+    def offsets(self) -> Dict[NodeType, int]:
+        """Start of each node type in the concatenated (homogeneous) id space."""
+        out, acc = {}, 0
+        for t, n in self.num_nodes.items():
+            out[t], acc = acc, acc + n
+        return out
+
+    def total_nodes(self) -> int:
+        """Number of nodes over all types."""
+        return sum(self.num_nodes.values())
+
+
 @dataclass
-class TypedGraph:
+class TypedGraph(NodeShape):
     """A graph as typed dicts (homogeneous graphs use :data:`HOMO_NODE` / :data:`HOMO_EDGE`).
 
     Attributes:
@@ -48,27 +69,12 @@ class TypedGraph:
     graph_attrs: Dict[str, Any] = field(default_factory=dict)
 
     @property
-    def node_types(self) -> List[NodeType]:
-        return list(self.num_nodes)
-
-    @property
     def edge_types(self) -> List[EdgeType]:
         return list(self.edge_index)
 
     def num_edges(self, edge_type: EdgeType) -> int:
         """Number of edges of ``edge_type``."""
         return int(self.edge_index[edge_type].size(1))
-
-    def offsets(self) -> Dict[NodeType, int]:
-        """Start of each node type in the concatenated (homogeneous) id space."""
-        out, acc = {}, 0
-        for t, n in self.num_nodes.items():
-            out[t], acc = acc, acc + n
-        return out
-
-    def total_nodes(self) -> int:
-        """Number of nodes over all types."""
-        return sum(self.num_nodes.values())
 
 
 def _stores(data):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Dict, Optional
 
@@ -56,6 +57,17 @@ def finalize_output(tmp: Path, out) -> None:
     tmp.rename(out)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+@contextmanager
+def removed_on_error(*folders: Path):
+    """Deletes ``folders`` (a temporary output, spill files) when the block raises, then re-raises."""
+    try:
+        yield
+    except BaseException:
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
 
 
 def _save(obj, path: Path) -> None:
@@ -150,6 +162,7 @@ def write_stamps(root: Path, fingerprint: str, nodes: Dict[NodeType, NodeOrder],
                  "nodes": {t: int(no.bounds[p + 1] - no.bounds[p]) for t, no in nodes.items()},
                  "graph_edges": {M.edge_type_str(et): int(eo.row.numel() if hybrid else eo.bounds[p + 1]
                                                           - eo.bounds[p]) for et, eo in edges.items()}}
+        M.part_dir(root, p).mkdir(parents=True, exist_ok=True)  # a part written on another machine too
         M.part_stamp_path(root, p).write_text(json.dumps(stamp))
 
 
