@@ -196,9 +196,8 @@ def write_part(root: Path, work: Path, g: ChunkedGraph, nodes: Dict[NodeType, No
 
 def write_node_maps(root: Path, g: ChunkedGraph, nodes: Dict[NodeType, NodeOrder], num_parts: int) -> None:
     """``node_map`` (id -> partition, PyG layout), original node ids and the full node time per type."""
-    parts = torch.arange(num_parts)
     for t, no in nodes.items():
-        torch.save(torch.repeat_interleave(parts, torch.diff(no.bounds)), _mk(M.node_map_path(root, t, g.is_hetero)))
+        torch.save(range_map(no.bounds), _mk(M.node_map_path(root, t, g.is_hetero)))
         torch.save(no.perm, _mk(M.original_node_ids_path(root, t)))
         if t in g.node_time:
             torch.save(take_rows(g.node_time[t], no.perm.numpy()), _mk(M.full_node_time_path(root, t)))
@@ -207,9 +206,8 @@ def write_node_maps(root: Path, g: ChunkedGraph, nodes: Dict[NodeType, NodeOrder
 def write_edge_maps(root: Path, work: Path, g: ChunkedGraph, edges: Dict[EdgeType, SpilledEdges],
                     num_parts: int) -> None:
     """``edge_map`` and original edge ids per type (from the per-partition files), one array at a time."""
-    parts = torch.arange(num_parts)
     for et, sp in edges.items():
-        emap = torch.repeat_interleave(parts, torch.diff(sp.bounds))
+        emap = range_map(sp.bounds)
         torch.save(emap, _mk(M.edge_map_path(root, et, g.is_hetero)))
         del emap
         files = [work / f"perm_{M.edge_type_str(et)}_{p}.npy" for p in range(num_parts)]
@@ -219,6 +217,15 @@ def write_edge_maps(root: Path, work: Path, g: ChunkedGraph, edges: Dict[EdgeTyp
             f.unlink()
         torch.save(perm, _mk(M.original_edge_ids_path(root, et)))
         del perm
+
+
+def range_map(bounds: Tensor) -> Tensor:
+    """``[bounds[-1]]`` int64: the range (partition) of every id, filled range by range (one allocation;
+    ``repeat_interleave`` would also allocate an index of the same size)."""
+    out = torch.empty(int(bounds[-1]), dtype=torch.long)
+    for p in range(bounds.numel() - 1):
+        out[int(bounds[p]):int(bounds[p + 1])] = p
+    return out
 
 
 def _mk(path: Path) -> Path:
