@@ -113,7 +113,7 @@ def _finite(name: str, value: Tensor, tally: PartTally, allow: bool) -> None:
         tally.nonfinite.append(line)
 
 
-def _graph_entry(g, et, sp: SpilledEdges, dst: NodeOrder, p: int, work: Path, tally: PartTally,
+def _graph_entry(g, et, sp: SpilledEdges, dst: NodeOrder, p: int, perms: Path, tally: PartTally,
                  src_bounds: Tensor) -> Dict[str, Any]:
     rows = sp.buckets.read(p)
     sp.buckets.drop(p)
@@ -130,7 +130,7 @@ def _graph_entry(g, et, sp: SpilledEdges, dst: NodeOrder, p: int, work: Path, ta
     else:
         order = stable_order(col)
     col = col[order].astype(np.int64)  # one column gathered at a time: one partition's peak stays low
-    np.save(work / f"perm_{M.edge_type_str(et)}_{p}.npy", rows.pop("eid")[order])
+    np.save(perms / f"perm_{M.edge_type_str(et)}_{p}.npy", rows.pop("eid")[order])
     row = rows.pop("row")[order].astype(np.int64)
     del rows, order
     lo, hi = int(sp.bounds[p]), int(sp.bounds[p + 1])
@@ -147,11 +147,11 @@ def _graph_entry(g, et, sp: SpilledEdges, dst: NodeOrder, p: int, work: Path, ta
             "dst_start": d_lo, "dst_end": d_hi}
 
 
-def _edge_entry(g, et, sp: SpilledEdges, p: int, work: Path, tally: PartTally, allow: bool):
+def _edge_entry(g, et, sp: SpilledEdges, p: int, perms: Path, tally: PartTally, allow: bool):
     attrs = g.edge_attrs.get(et, {})
     if not attrs and et not in g.edge_time:
         return None
-    eid = np.load(work / f"perm_{M.edge_type_str(et)}_{p}.npy")
+    eid = np.load(perms / f"perm_{M.edge_type_str(et)}_{p}.npy")
     out: Dict[str, Any] = {"global_id": torch.arange(int(sp.bounds[p]), int(sp.bounds[p + 1])),
                            "feats": {k: take_rows(v, eid) for k, v in attrs.items()}}
     for k, v in out["feats"].items():
@@ -175,12 +175,13 @@ def _node_entry(g, t: NodeType, no: NodeOrder, p: int, tally: PartTally, allow: 
     return out
 
 
-def write_part(root: Path, work: Path, g: ChunkedGraph, nodes: Dict[NodeType, NodeOrder],
+def write_part(root: Path, perms: Path, g: ChunkedGraph, nodes: Dict[NodeType, NodeOrder],
                edges: Dict[EdgeType, SpilledEdges], p: int, tally: PartTally, allow_nonfinite: bool) -> None:
-    """Writes ``part_<p>/{graph,node_feats,edge_feats}.pt`` from partition ``p``'s bucket."""
+    """Writes ``part_<p>/{graph,node_feats,edge_feats}.pt`` from partition ``p``'s bucket (and its original
+    edge ids to ``perms``, for the edge maps)."""
     h = g.is_hetero
     tally.edges_pp[p] = 0
-    graph = {et: _graph_entry(g, et, sp, nodes[et[2]], p, work, tally, nodes[et[0]].bounds)
+    graph = {et: _graph_entry(g, et, sp, nodes[et[2]], p, perms, tally, nodes[et[0]].bounds)
              for et, sp in edges.items()}
     tally.close_part(p, g.num_nodes)
     M.part_dir(root, p).mkdir(parents=True, exist_ok=True)
@@ -190,11 +191,11 @@ def write_part(root: Path, work: Path, g: ChunkedGraph, nodes: Dict[NodeType, No
     torch.save(untyped(nfeat, HOMO_NODE, h), M.node_feats_path(root, p))
     del nfeat
     efeat = {et: e for et, sp in edges.items()
-             if (e := _edge_entry(g, et, sp, p, work, tally, allow_nonfinite)) is not None}
+             if (e := _edge_entry(g, et, sp, p, perms, tally, allow_nonfinite)) is not None}
     torch.save(untyped(efeat, HOMO_EDGE, h) if h else efeat.get(HOMO_EDGE, {}), M.edge_feats_path(root, p))
 
 
-def write_node_maps(root: Path, g: ChunkedGraph, nodes: Dict[NodeType, NodeOrder], num_parts: int) -> None:
+def write_node_maps(root: Path, g: ChunkedGraph, nodes: Dict[NodeType, NodeOrder]) -> None:
     """``node_map`` (id -> partition, PyG layout), original node ids and the full node time per type."""
     for t, no in nodes.items():
         torch.save(range_map(no.bounds), _mk(M.node_map_path(root, t, g.is_hetero)))
@@ -203,14 +204,13 @@ def write_node_maps(root: Path, g: ChunkedGraph, nodes: Dict[NodeType, NodeOrder
             torch.save(take_rows(g.node_time[t], no.perm.numpy()), _mk(M.full_node_time_path(root, t)))
 
 
-def write_edge_maps(root: Path, work: Path, g: ChunkedGraph, edges: Dict[EdgeType, SpilledEdges],
-                    num_parts: int) -> None:
+def write_edge_maps(root: Path, perms: Path, g: ChunkedGraph, edges: Dict[EdgeType, SpilledEdges]) -> None:
     """``edge_map`` and original edge ids per type (from the per-partition files), one array at a time."""
     for et, sp in edges.items():
         emap = range_map(sp.bounds)
         torch.save(emap, _mk(M.edge_map_path(root, et, g.is_hetero)))
         del emap
-        files = [work / f"perm_{M.edge_type_str(et)}_{p}.npy" for p in range(num_parts)]
+        files = [perms / f"perm_{M.edge_type_str(et)}_{p}.npy" for p in range(sp.bounds.numel() - 1)]
         perm = torch.empty(int(sp.bounds[-1]), dtype=torch.long)
         for p, f in enumerate(files):
             perm[int(sp.bounds[p]):int(sp.bounds[p + 1])] = torch.from_numpy(np.load(f))

@@ -190,7 +190,7 @@ class OutOfCorePartitioner:
             if c.method == "fennel":
                 passes = c.passes or 3
                 with self._bar(f"fennel x{passes}", passes * g.total_nodes(), progress) as bar:
-                    flat = fennel_assign_seeded(adj, weights, c, passes, bar)
+                    flat = _fennel(adj, weights, c, passes, bar)
             else:
                 from pyg_dist.partition.coarsen import coarsen_assign
                 refine = 2 if c.passes is None else c.passes
@@ -252,11 +252,11 @@ class OutOfCorePartitioner:
         if self.comm.rank == 0 or not self._shared:
             write_stamps(tmp, fingerprint, nodes, edges, c.num_parts, False)
         if self.comm.rank == 0:
-            write_node_maps(tmp, g, nodes, c.num_parts)
+            write_node_maps(tmp, g, nodes)
         bounds = {t: SimpleNamespace(bounds=o.bounds, sub_bounds=o.sub_bounds) for t, o in nodes.items()}
         del nodes  # the permutations: the edge maps are the largest arrays
         if self.comm.rank == 0:
-            write_edge_maps(tmp, perms, g, edges, c.num_parts)
+            write_edge_maps(tmp, perms, g, edges)
         if self.comm.rank == 0 or not self._shared:
             shutil.rmtree(perms, ignore_errors=True)
         for sp in edges.values():
@@ -345,7 +345,7 @@ def collect_perms(comm: Comm, perms: Path, edges, num_parts: int) -> None:
                 np.save(path, got)
 
 
-def fennel_assign_seeded(adj: BlockAdjacency, weights: np.ndarray, c: OutOfCoreConfig, passes: int, bar):
+def _fennel(adj: BlockAdjacency, weights: np.ndarray, c: OutOfCoreConfig, passes: int, bar):
     """:func:`~pyg_dist.partition.streaming.fennel_assign` with the config's slack (``ufactor``)."""
     from pyg_dist.partition.streaming import fennel_assign
     return fennel_assign(adj, weights, c.num_parts, passes=passes, slack=c.ufactor / 1000, progress=bar)
