@@ -57,10 +57,15 @@ def test_fault_row_ends_every_rank_within_the_bound(setup, row):
         assert out["ended"]["job"] is not None, out                   # torchrun itself ended
     for r in survivors:
         assert out["ended"][f"rank {r}"] <= BOUND + SLACK, out
-    # the rank that noticed says so in one typed line; under one torchrun the agent may stop the other
-    # survivor first (SIGTERM: no line), with one agent per rank nobody does, so every survivor speaks
+    # a rank that noticed says so in one typed line; under one torchrun the agent may stop the survivor
+    # before it notices (SIGTERM: no line; bench_faults' kill1 row shows "-"), with one agent per rank
+    # nobody does, so every survivor speaks; no survivor ever prints anything but a typed line
     speakers = [r for r in survivors if TYPED.match(out["lines"].get(r, ""))]
-    assert speakers == survivors if two_agents else speakers, out
+    assert all(not out["lines"].get(r) or r in speakers for r in survivors), out
+    if two_agents:
+        assert speakers == survivors, out
+    elif not row.startswith("kill"):  # no rank died: torchrun waits for the survivor's own typed exit
+        assert speakers, out
     assert all(rc != 0 for rc in out["rc"]), out                      # torchrun saw the failure
     assert out["orphans"] == 0 and out["shm"] == 0, out
 
