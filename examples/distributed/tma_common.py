@@ -43,6 +43,7 @@ def parser(doc: str) -> argparse.ArgumentParser:
     p.add_argument("--num-neighbors", type=fanouts, default=[10, 5])
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--weight-decay", type=float, default=0.0, help="Adam's weight decay (every mode)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--average-optimizer", action="store_true", help="also average Adam's moments at every round")
@@ -52,7 +53,7 @@ def parser(doc: str) -> argparse.ArgumentParser:
 def _model(task: Task, args, in_dim: int, out_dim: int):
     torch.manual_seed(args.seed)
     model = task.make_model(in_dim, out_dim)
-    return model, torch.optim.Adam(model.parameters(), lr=args.lr)
+    return model, torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
 
 
 def _max(value: int) -> int:

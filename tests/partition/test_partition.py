@@ -100,6 +100,18 @@ def test_random_cut_near_expected_and_metis_beats_it(tmp_path):
     assert cut_m < cut_s < cut_r
 
 
+def test_supernode_default_cluster_count(tmp_path):
+    from pyg_dist.partition.assign import default_num_clusters
+    assert [default_num_clusters(4, n) for n in (2_449_029, 20_000, 2708, 10)] == [128, 128, 64, 4]
+    assert default_num_clusters(2, 2708) == 64 and default_num_clusters(3, 1000) == 3 * 8
+    data = synthetic_graph(3000, 6, community_size=60, seed=4)  # 3000 // (40 * 4) = 18 clusters per part
+    Partitioner(data, 4, method="supernode").save(tmp_path / "d", progress=False)
+    Partitioner(data, 4, method="supernode", num_clusters=72).save(tmp_path / "k", progress=False)
+    Partitioner(data, 4, method="supernode", num_clusters=128).save(tmp_path / "old", progress=False)
+    ids = [load_original_ids(tmp_path / f)[HOMO_NODE] for f in ("d", "k", "old")]
+    assert torch.equal(ids[0], ids[1]) and not torch.equal(ids[0], ids[2])
+
+
 def test_multi_constraint_balance_measured_from_folder(tmp_path):
     data = synthetic_graph(6000, 10, community_size=100, split=(0.3, 0.1, 0.1), seed=5)
     Partitioner(data, 4, method="metis", ufactor=30).save(tmp_path / "m", progress=False)

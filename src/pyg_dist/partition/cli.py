@@ -52,7 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
                    f"{list(OOC_METHODS)} (default coarsen)")
     p.add_argument("--base-method", default=None, help="ownership method of --method hybrid (default metis)")
     p.add_argument("--sub-parts", type=int, default=1, help="trainers per machine (two-level split)")
-    p.add_argument("--num-clusters", type=int, default=None, help="supernode: METIS mini-clusters")
+    p.add_argument("--num-clusters", type=int, default=None,
+                   help="supernode: METIS mini-clusters (default: 32 per part, fewer if clusters "
+                   "would hold under 40 nodes)")
     p.add_argument("--seed", type=int, default=0, help="seed of the partitioning (and of generated data)")
     p.add_argument("--ufactor", type=int, default=None, help="METIS imbalance per constraint, 1/1000 (default 30)")
     p.add_argument("--no-balance", action="store_true", help="METIS balances node count only")

@@ -79,7 +79,8 @@ class Partitioner:
             ``base_method``; every partition also stores the whole topology).
         base_method: Ownership method of ``hybrid`` (``"metis"``, ``"random"`` or ``"supernode"``).
         sub_parts: Trainers per machine for a two-level split (recorded in META as trainer ranges).
-        num_clusters: Mini-clusters for ``supernode`` (default ``32 * num_parts``).
+        num_clusters: Mini-clusters for ``supernode`` (default ``32 * num_parts``, fewer when that would
+            leave clusters under 40 nodes: :func:`~pyg_dist.partition.assign.default_num_clusters`).
         seed: Seed of every random choice, METIS' included.
         ufactor: METIS' allowed imbalance per constraint, in thousandths (30 = 3 %).
         balance: Balance METIS on node count, train/val/test counts and in-degree (else nodes only).
@@ -134,7 +135,7 @@ class Partitioner:
         elif method == "metis":
             parts, used = assign.metis_assign(g, c.num_parts, c.seed, c.ufactor, c.balance, c.recursive)
         else:
-            k = c.num_clusters or min(32 * c.num_parts, g.total_nodes())
+            k = c.num_clusters or min(assign.default_num_clusters(c.num_parts, g.total_nodes()), g.total_nodes())
             parts, used = assign.supernode_assign(g, c.num_parts, k, c.seed)
         subs = assign.split_within(g, parts, c.num_parts, c.sub_parts, method, c.seed)
         return parts, subs, used
