@@ -179,9 +179,9 @@ def main(argv=None) -> None:
     p.add_argument("--cache-ratios", type=float, nargs="+", default=[0.0],
                    help="remote-feature cache budgets (fraction of the partition's own feature bytes), one row each")
     p.add_argument("--cache-policy", choices=["degree", "presample"], default="degree")
-    p.add_argument("--folder-caches", action="store_true",
+    p.add_argument("--folder-caches", type=float, nargs="*", default=None, metavar="RATIO",
                    help="also rows with caches written by the partitioner (feature + topology, degree policy; 0 s "
-                        "fill) for every non-zero cache ratio")
+                        "fill): for the given ratios, or for every non-zero --cache-ratios value when none is given")
     p.add_argument("--repeats", type=int, default=2,
                    help="rounds over all configurations (interleaved, so machine drift hits every row); "
                         "each row reports its median round")
@@ -189,25 +189,32 @@ def main(argv=None) -> None:
     configs = [("random", 1, 1, 0.0, False), ("random", 1, 2, 0.0, False)]
     for m in args.methods:
         configs += [(m, 2, 2, r, False) for r in args.cache_ratios]
-        configs += [(m, 2, 2, r, True) for r in args.cache_ratios if r and args.folder_caches and m != "hybrid"]
+        written = [] if args.folder_caches is None or m == "hybrid" else args.folder_caches or args.cache_ratios
+        configs += [(m, 2, 2, r, True) for r in written if r]
     rounds = [[run_config(args, *c) for c in configs] for _ in range(max(1, args.repeats))]
     rows = [median_row([r[i] for r in rounds]) for i in range(len(configs))]
+    for i, row in enumerate(rows):  # each round's ratio to that round's ceiling: drift between rounds cancels
+        ratios = sorted(r[i]["bps"] / r[1]["bps"] for r in rounds)
+        row["round_ratio"] = ratios[(len(ratios) - 1) // 2]
     base, ceiling = rows[0]["bps"], rows[1]["bps"]
     src = args.graph or f"built-in products shape, scale {args.scale:g}"
     print(f"DistNeighborSampler, {src}; fanouts {args.fanouts}, batch {args.batch_size}, {args.dim}-dim float32, "
           f"1 core + 1 thread per rank, concurrency {args.concurrency}, {args.warmup} warm-up + {args.batches} timed "
           f"batches per rank, partitions {'memory-mapped' if args.mmap else 'in memory'}, TensorPipe transport "
           f"{args.transport}; cache policy {args.cache_policy}; median of {max(1, args.repeats)} interleaved rounds "
-          "(all rounds' batches/s in brackets)")
-    head = ("partitioning", "ranks", "cache ratio", "batches/s total", "vs 1 rank", "vs no-RPC ceiling", "local nodes",
-            "local feat rows", "local or cached feat rows", "expanded here", "remote req/batch",
-            "remote sampling rounds/batch", "MB/batch", "cpu ms/batch", "cache MB/rank", "cache fill s")
+          "(all rounds' batches/s in brackets; \"same round's ceiling\": median over rounds of the row's batches/s "
+          "divided by the ceiling row's in the same round)")
+    head = ("partitioning", "ranks", "cache ratio", "batches/s total", "vs 1 rank", "vs no-RPC ceiling",
+            "same round's ceiling", "local nodes", "local feat rows", "local or cached feat rows", "expanded here",
+            "remote req/batch", "remote sampling rounds/batch", "MB/batch", "cpu ms/batch", "cache MB/rank",
+            "cache fill s")
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("---" for _ in head) + "|")
     for r in rows:
         every = "/".join(f"{b:.2f}" for b in r["all_bps"])
         print(f"| {r['method']} | {r['ranks']} | {r['cache']:g} | {r['bps']:.2f} [{every}] | {r['bps'] / base:.2f}x | "
-              f"{r['bps'] / ceiling:.2f}x | {100 * r['local_nodes']:.1f}% | {100 * r['local_feats']:.1f}% | "
+              f"{r['bps'] / ceiling:.2f}x | {r['round_ratio']:.2f}x | {100 * r['local_nodes']:.1f}% | "
+              f"{100 * r['local_feats']:.1f}% | "
               f"{100 * r['cached_feats']:.1f}% | {100 * r['local_expand']:.1f}% | {r['req']:.2f} | {r['rounds']:.2f} | "
               f"{r['mb']:.2f} | {r['cpu_ms']:.0f} | {r['cache_mb']:.0f} | {r['fill_s']:.1f} |")
 

@@ -83,8 +83,8 @@ def test_switch_rejects_other_values_naming_the_variable(monkeypatch, value):
         assert repr(value) in str(info.value)
 
 
-@pytest.mark.parametrize("name", ["rows_in_range", "count_by_range", "split_by_range", "symmetric_csr",
-                                  "relabel_csc"])
+@pytest.mark.parametrize("name", ["rows_in_range", "count_by_range", "split_by_range", "split_by_slot",
+                                  "symmetric_csr", "relabel_csc"])
 def test_dispatch_follows_the_switch(monkeypatch, name):
     """With the switch on torch every dispatcher runs its torch twin (and never loads numba kernels)."""
     module = _torch_book if hasattr(_torch_book, name) else _torch_csr
@@ -94,6 +94,7 @@ def test_dispatch_follows_the_switch(monkeypatch, name):
     args = {"rows_in_range": (np.array([3, 4]), 3, 5, np.empty(2, np.int64)),
             "count_by_range": (np.array([3, 4]), np.array([0, 4, 9])),
             "split_by_range": (np.array([3, 4]), np.array([0, 4, 9])),
+            "split_by_slot": (np.array([3, 4]), np.array([1, 0]), np.array([-1, 0], dtype=np.int32), 3),
             "symmetric_csr": (torch.tensor([0, 1]), torch.tensor([1, 2]), 3),
             "relabel_csc": (torch.tensor([[0, 1], [1, 2]]), torch.arange(3), torch.arange(3), 3)}[name]
     getattr(K, name)(*args)
@@ -186,6 +187,24 @@ def test_range_kernels_agree_with_numba_outside_the_bounds(numba_mods):
     for got, want in zip(nb.split_by_range(ids, b), _torch_book.split_by_range(ids, b)):
         assert np.array_equal(got, want)
     assert np.array_equal(nb.count_by_range(ids, b), _torch_book.count_by_range(ids, b))
+
+
+@pytest.mark.parametrize("n", [0, 1, 300])
+def test_split_by_slot_matches_a_loop_and_numba(n, request):
+    """Cache lookups: positions whose id has a slot in the table (ids below, inside and above its span)."""
+    rng = np.random.default_rng(n)
+    ids = rng.integers(-20, 120, size=n).astype(np.int64)
+    pos = rng.permutation(n)[: n // 2 + 1 if n else 0].astype(np.int64)
+    table = np.where(rng.random(80) < 0.4, rng.permutation(80), -1).astype(np.int32)  # ids 10..89
+    want = ([int(p) for p in pos if 0 <= ids[p] - 10 < 80 and table[ids[p] - 10] >= 0],
+            [int(table[ids[p] - 10]) for p in pos if 0 <= ids[p] - 10 < 80 and table[ids[p] - 10] >= 0],
+            [int(p) for p in pos if not (0 <= ids[p] - 10 < 80 and table[ids[p] - 10] >= 0)])
+    impls = [_torch_book.split_by_slot, K.split_by_slot]
+    if B.numba_unavailable_reason() is None:
+        impls.append(request.getfixturevalue("numba_mods")[0].split_by_slot)
+    for impl in impls:
+        got = impl(ids, pos, table, 10)
+        assert [g.tolist() for g in got] == list(want) and all(g.dtype == np.int64 for g in got)
 
 
 @pytest.mark.parametrize("ids,start,end,ok", [([9, 4, 7], 4, 10, True), ([9, 3, 7], 4, 10, False),

@@ -160,6 +160,34 @@ def test_tune_allocator_applies_once_and_can_be_disabled():
     assert off.stdout.split() == ["False", "False"], off.stderr
 
 
+_THREAD_HEAP = """
+import ctypes, sys, threading
+from pyg_dist._alloc import tune_allocator
+print(tune_allocator())
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype = libc.sbrk.restype = ctypes.c_void_p
+libc.malloc.argtypes, libc.sbrk.argtypes = [ctypes.c_size_t], [ctypes.c_ssize_t]
+got = []
+def alloc():  # a thread created after tuning, like torch's RPC pool and TensorPipe's loops
+    got.append(libc.malloc(1 << 16))
+t = threading.Thread(target=alloc)
+t.start()
+t.join()
+print(got[0] < libc.sbrk(0))  # the main heap ends at the program break; other arenas are mmap-ed above it
+"""
+
+
+def test_tune_allocator_puts_later_threads_on_the_main_heap():
+    libc = os.confstr("CS_GNU_LIBC_VERSION") if hasattr(os, "confstr") else None
+    if not (libc and libc.startswith("glibc")):
+        pytest.skip(f"glibc's arenas only (this C library: {libc})")
+    on = subprocess.run([sys.executable, "-c", _THREAD_HEAP], capture_output=True, text=True, timeout=60)
+    off = subprocess.run([sys.executable, "-c", _THREAD_HEAP], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYG_DIST_MALLOC_TUNING": "0"})
+    assert on.stdout.split() == ["True", "True"], on.stderr
+    assert off.stdout.split() == ["False", "False"], off.stderr  # glibc gives a new thread its own arena
+
+
 def test_scatter_segments_numba_and_torch_agree_with_a_loop(monkeypatch):
     from pyg_dist.ops import numba_unavailable_reason
     from pyg_dist.ops import rows as R

@@ -65,3 +65,28 @@ def split_by_range(ids, bounds):  # pragma: no cover - compiled
         rows[j] = v - bounds[o]
         cur[o] = j + 1
     return order, rows, ptr
+
+
+@njit(cache=True, nogil=True)
+def split_by_slot(ids, pos, table, lo):  # pragma: no cover - compiled
+    """Splits positions ``pos`` into ``ids`` by ``table[ids[p] - lo]`` (a slot, or -1 / outside: none).
+
+    Returns ``(hit_pos, hit_slot, miss_pos)``, each in the order of ``pos``.
+    """
+    m, n = pos.shape[0], table.shape[0]
+    hit_pos = np.empty(m, dtype=np.int64)
+    hit_slot = np.empty(m, dtype=np.int64)
+    miss_pos = np.empty(m, dtype=np.int64)
+    h = k = 0
+    for i in range(m):
+        p = pos[i]
+        r = ids[p] - lo
+        s = table[r] if 0 <= r < n else -1
+        if s >= 0:
+            hit_pos[h] = p
+            hit_slot[h] = s
+            h += 1
+        else:
+            miss_pos[k] = p
+            k += 1
+    return hit_pos[:h], hit_slot[:h], miss_pos[:k]

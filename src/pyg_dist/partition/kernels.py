@@ -73,6 +73,31 @@ def split_by_range(ids: np.ndarray, bounds: np.ndarray) -> Tuple[np.ndarray, np.
     return _torch_book.split_by_range(ids, bounds)
 
 
+def split_by_slot(ids: np.ndarray, pos: np.ndarray, table: np.ndarray, lo: int
+                  ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Positions ``pos`` into ``ids`` split by a dense slot table (a cache's id -> row map), one pass.
+
+    Returns ``(hit_pos, hit_slot, miss_pos)`` (int64, each in the order of ``pos``): positions whose id
+    has a slot ``table[id - lo] >= 0``, those slots, and the other positions (ids outside the table too).
+
+    Args:
+        ids: 1-D int64 array.
+        pos: 1-D int64 positions into ``ids``.
+        table: 1-D int32 array of slots, ``-1`` where none.
+        lo: The id of ``table[0]``.
+
+    Example:
+        >>> hit, slot, miss = split_by_slot(np.array([7, 5, 9]), np.array([2, 0, 1]),
+        ...                                 np.array([3, -1, 0], dtype=np.int32), 5)
+        >>> hit.tolist(), slot.tolist(), miss.tolist()
+        ([0, 1], [0, 3], [2])
+    """
+    if numba_available():
+        from pyg_dist.ops._numba_book import split_by_slot as kernel
+        return kernel(ids, pos, table, lo)
+    return _torch_book.split_by_slot(ids, pos, table, lo)
+
+
 def symmetric_csr(src: Tensor, dst: Tensor, num_nodes: int) -> Tuple[np.ndarray, np.ndarray]:
     """METIS' input: the undirected, self-loop-free, deduplicated CSR of the edges ``src -> dst``.
 
@@ -119,4 +144,4 @@ def relabel_csc(edge_index: Tensor, inv_src: Tensor, inv_dst: Tensor, num_dst: i
     return _torch_csr.relabel_csc(edge_index, inv_src, inv_dst, num_dst, order_in)
 
 
-__all__ = ["rows_in_range", "count_by_range", "split_by_range", "symmetric_csr", "relabel_csc"]
+__all__ = ["rows_in_range", "count_by_range", "split_by_range", "split_by_slot", "symmetric_csr", "relabel_csc"]

@@ -125,6 +125,18 @@ class FeatureCache:
         pos = torch.searchsorted(e.ids, ids).clamp_(max=max(e.ids.numel() - 1, 0))
         return torch.where(e.ids.index_select(0, pos) == ids, pos, torch.full_like(pos, -1))
 
+    def split_positions(self, group: str, ids: Tensor, pos: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+        """Of positions ``pos`` into 1-D int64 ``ids``: ``(hit positions, their cache rows, miss
+        positions)``, each in the order of ``pos`` (one pass over the slot map; not counted in :attr:`stats`)."""
+        lo, table = self._slot_map(group)
+        if table is None:
+            slot = self.slots(group, ids.index_select(0, pos))
+            hit = slot >= 0
+            return pos[hit], slot[hit], pos[~hit]
+        from pyg_dist.partition.kernels import split_by_slot
+        hit_pos, hit_slot, miss = split_by_slot(ids.numpy(), pos.to(torch.int64).numpy(), table.numpy(), lo)
+        return torch.from_numpy(hit_pos), torch.from_numpy(hit_slot), torch.from_numpy(miss)
+
     def split(self, group: str, ids: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
         """``(hit positions, their cache rows, miss positions)`` of ``ids``; counts them in :attr:`stats`."""
         slot = self.slots(group, ids)

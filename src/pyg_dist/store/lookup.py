@@ -18,6 +18,7 @@ Example (one partition: everything is local, no RPC needed):
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -32,7 +33,6 @@ from pyg_dist.store.buffers import empty_rows, gather_rows
 from pyg_dist.store.routing import (
     Route,
     check_answers,
-    divert_remote,
     group_by_partition,
     owned_rows,
     route_ids,
@@ -129,18 +129,23 @@ def plan_lookup(book, part: int, queries: Sequence[FeatureQuery], cache=None) ->
 
 
 def _split_cached(cache, q: FeatureQuery, route: Route) -> Tuple[Route, Optional[Tuple[Tensor, Tensor]]]:
-    """The route without the positions the cache answers, and those positions with their cache rows."""
-    slots: List[Tensor] = []
-
-    def cached(pos: Tensor) -> Tensor:
-        slot = cache.slots(q.group, q.ids.index_select(0, pos))
-        hit = slot >= 0
-        slots.append(slot[hit])
-        return hit
-    route, hit_pos = divert_remote(route, cached)
-    hits = 0 if hit_pos is None else hit_pos.numel()
-    cache.count(q.group, hits, sum(v.numel() for v in route.remote.values()))
-    return route, None if hit_pos is None else (hit_pos, torch.cat(slots))
+    """The route without the positions the cache answers, and those positions with their cache rows
+    (in partition order)."""
+    remote: Dict[int, Tensor] = {}
+    hits: List[Tuple[Tensor, Tensor]] = []
+    for p, pos in route.remote.items():
+        hit_pos, hit_slot, miss = cache.split_positions(q.group, q.ids, pos)
+        if hit_pos.numel():
+            hits.append((hit_pos, hit_slot))
+        if miss.numel():
+            remote[p] = miss
+    cache.count(q.group, sum(h.numel() for h, _ in hits), sum(v.numel() for v in remote.values()))
+    if not hits:
+        return route, None
+    route = dataclasses.replace(route, remote=remote)
+    if len(hits) == 1:
+        return route, hits[0]
+    return route, (torch.cat([h for h, _ in hits]), torch.cat([s for _, s in hits]))
 
 
 # -------------------------------------------------------------------------------------- serving side
