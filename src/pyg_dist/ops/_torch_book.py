@@ -54,15 +54,20 @@ def split_by_range(ids: np.ndarray, bounds: np.ndarray) -> Tuple[np.ndarray, np.
     return order.numpy(), rows.numpy(), ptr.numpy()
 
 
+def slots_in_table(ids: Tensor, table: Tensor, lo: int) -> Tensor:
+    """``table[id - lo]`` of each id (int64), ``-1`` for ids outside the table."""
+    rel = ids - lo
+    inside = (rel >= 0) & (rel < table.numel())
+    slot = torch.full_like(rel, -1)
+    slot[inside] = table.index_select(0, rel[inside]).long()
+    return slot
+
+
 def split_by_slot(ids: np.ndarray, pos: np.ndarray, table: np.ndarray, lo: int
                   ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Positions ``pos`` into ``ids`` split by ``table[ids[p] - lo]`` (a slot >= 0, else none; ids
     outside the table have none): ``(hit_pos, hit_slot, miss_pos)`` in the order of ``pos``, int64."""
     p = torch.from_numpy(pos)
-    rel = torch.from_numpy(ids).index_select(0, p) - lo
-    t = torch.from_numpy(table)
-    inside = (rel >= 0) & (rel < t.numel())
-    slot = torch.full_like(rel, -1)
-    slot[inside] = t.index_select(0, rel[inside]).long()
+    slot = slots_in_table(torch.from_numpy(ids).index_select(0, p), torch.from_numpy(table), lo)
     hit = slot >= 0
     return p[hit].numpy(), slot[hit].numpy(), p[~hit].numpy()

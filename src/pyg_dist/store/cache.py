@@ -117,11 +117,8 @@ class FeatureCache:
         e = self.entries[group]
         lo, table = self._slot_map(group)
         if table is not None:
-            rel = ids - lo
-            inside = (rel >= 0) & (rel < table.numel())
-            out = torch.full_like(ids, -1)
-            out[inside] = table.index_select(0, rel[inside]).to(torch.int64)
-            return out
+            from pyg_dist.ops._torch_book import slots_in_table
+            return slots_in_table(ids, table, lo)
         pos = torch.searchsorted(e.ids, ids).clamp_(max=max(e.ids.numel() - 1, 0))
         return torch.where(e.ids.index_select(0, pos) == ids, pos, torch.full_like(pos, -1))
 
