@@ -10,7 +10,7 @@ from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling, NodeSamp
 
 from pyg_dist.datasets import synthetic_graph
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
-from pyg_dist.ops import CSC, OneHop, one_hop
+from pyg_dist.ops import CSC, OneHop, available_backends, make_edge_buffer, make_relabeler, one_hop
 from pyg_dist.partition import PartitionBook, Partitioner, load_original_ids
 from pyg_dist.sampler import NeighborSampler
 from pyg_dist.sampler.dist_neighbor import DistNeighborSampler, serve_partition
@@ -20,13 +20,18 @@ from pyg_dist.sampler.messages import FeatureBatch, HopTask, OneHopRequest
 from pyg_dist.sampler.plan import plan_hop
 from pyg_dist.sampler.stats import SamplerStats
 from pyg_dist.store import load_stores
-from pyg_dist.store.routing import merge_segments, route_ids
+from pyg_dist.store.routing import route_ids, segment_pieces
 from pyg_dist.testing import write_pyg_homo
 
 
 # ----------------------------------------------------------------------------------------- routing
-def test_route_and_merge_restore_frontier_order():
-    """Splitting a frontier over 3 owners and merging the per-owner results equals sampling it whole."""
+@pytest.mark.parametrize("backend", ["numba", "torch"])
+@pytest.mark.parametrize("disjoint", [False, True])
+def test_route_and_merge_restore_frontier_order(backend, disjoint):
+    """Splitting a frontier over 3 owners and merging the per-owner pieces into the batch's edge buffer
+    equals sampling the frontier whole and appending it (edges, relabelled rows, subgraph ids)."""
+    if backend == "numba" and "numba" not in available_backends():
+        pytest.skip("numba is not installed")
     gen = torch.Generator().manual_seed(0)
     ei = torch.randint(0, 90, (2, 600), generator=gen)
     csc = CSC.from_edge_index(ei, num_dst=90)
@@ -35,15 +40,38 @@ def test_route_and_merge_restore_frontier_order():
     route = route_ids(book, 1, "_N", frontier, local_range=(30, 60))
     assert set(route.remote) == {0, 2} and route.num_local == int(((frontier >= 30) & (frontier < 60)).sum())
     assert torch.equal(route.local_rows + 30, frontier[route.local_pos])
-    whole = one_hop(csc, frontier, -1)
     local = one_hop(csc, frontier[route.local_pos], -1)
     remote = {p: one_hop(csc, frontier[pos], -1) for p, pos in route.remote.items()}
-    merged = merge_segments(route, local, remote)
-    assert torch.equal(merged.count, whole.count)
-    assert torch.equal(merged.nbr, whole.nbr) and torch.equal(merged.edge, whole.edge)
+    batch = torch.arange(40) % 7 if disjoint else None
+    outs = []
+    for merge in (False, True):
+        rel, buf = make_relabeler(90, disjoint, backend, capacity=91), make_edge_buffer(backend, 8)
+        rel.add(frontier, batch)
+        if merge:
+            buf.append_pieces(40, segment_pieces(route, local, remote), 3, rel, batch)
+        else:
+            buf.append_one_hop(one_hop(csc, frontier, -1), 3, rel, batch)
+        outs.append((buf.tensors(), rel.nodes.clone(), None if batch is None else rel.batch.clone()))
+        rel.close()
+    (want, want_nodes, want_batch), (got, got_nodes, got_batch) = outs
+    assert want[0].numel() == int(csc.colptr[frontier + 1].sum() - csc.colptr[frontier].sum()) > 0
+    assert all(torch.equal(a, b) for a, b in zip(want, got)) and torch.equal(want_nodes, got_nodes)
+    assert want_batch is None or torch.equal(want_batch, got_batch)
     with pytest.raises(PyGDistError, match="one-hop reply"):
         one = torch.ones(1, dtype=torch.long)
-        merge_segments(route, local, {**remote, 0: OneHop(one * 0, one * 0, one)})
+        segment_pieces(route, local, {**remote, 0: OneHop(one * 0, one * 0, one)})
+
+
+def test_merged_pieces_must_add_up():
+    """A piece whose counts do not match the samples it holds fails loudly (never a silent short batch)."""
+    if "numba" not in available_backends():
+        pytest.skip("numba is not installed")
+    rel, buf = make_relabeler(10, False, "numba", capacity=11), make_edge_buffer("numba", 8)
+    two = torch.tensor([2, 0])
+    with pytest.raises(PyGDistError, match="count 3 samples and hold 2"):
+        buf.append_pieces(2, [(torch.tensor([1]), OneHop(two, two, torch.tensor([2]))),
+                              (torch.tensor([0]), OneHop(two[:0], two[:0], torch.tensor([1])))], 0, rel, None)
+    rel.close()
 
 
 def _graph_of(book, part, local_range):

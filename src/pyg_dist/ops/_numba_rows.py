@@ -42,3 +42,19 @@ def scatter_segments(pos, counts, nbr, edge, out_nbr, out_edge, out_counts):
             out_nbr[dst + t] = nbr[src + t]
             out_edge[dst + t] = edge[src + t]
         src += c
+
+
+@njit(cache=True, nogil=True)
+def place_segments(pos, counts, nbr, edge, start, seed_offset, out_nbr, out_edge, out_col):
+    """Segment ``j`` of ``nbr`` / ``edge`` (``counts[j]`` entries) goes to ``start[pos[j]]`` of the outputs,
+    with ``out_col = seed_offset + pos[j]`` (one piece of a merge: see ``EdgeBuffer.append_pieces``)."""
+    s = 0
+    for j in range(pos.shape[0]):
+        p = pos[j]
+        c = counts[j]
+        d = start[p]
+        for t in range(c):
+            out_nbr[d + t] = nbr[s + t]
+            out_edge[d + t] = edge[s + t]
+            out_col[d + t] = seed_offset + p
+        s += c

@@ -4,13 +4,13 @@ remote partition sends back) and fused with relabelling (:func:`sample_hop`, wha
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from pyg_dist.errors import InvalidArgumentError, check_choice
+from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_choice
 from pyg_dist.ops._torch_kernels import sample_torch
 from pyg_dist.ops.backend import numba_call, resolve_backend
 from pyg_dist.ops.csc import CSC, normalize_time
@@ -78,6 +78,37 @@ class EdgeBuffer:
         relabeler.add_numpy(nbr, batch, out=row)
         return Hop(torch.from_numpy(row), torch.from_numpy(col), torch.from_numpy(edge))
 
+    def append_pieces(self, size: int, pieces: Sequence[Tuple[Tensor, "OneHop"]], seed_offset: int, relabeler,
+                      seed_batch: Optional[Tensor]) -> "Hop":
+        """Adds one hop answered in pieces, merged in seed order straight into the buffer (no merged copy).
+
+        Args:
+            size: Number of seeds.
+            pieces: ``(positions, OneHop)``: the seeds at ``positions`` (the pieces' positions cover
+                ``range(size)`` once) and their samples (checked by
+                :func:`pyg_dist.store.routing.segment_pieces`).
+            seed_offset: Batch-local index of seed 0 (seed ``i`` gets ``seed_offset + i``).
+            relabeler: The source type's relabeler (neighbours get batch-local ids in seed order).
+            seed_batch: Subgraph id of each seed (disjoint sampling), else ``None``.
+        """
+        from pyg_dist.ops._numba_rows import place_segments
+        parts = [(pos.numpy(), h.count.numpy().astype(np.int64, copy=False), h.nbr.numpy(), h.edge.numpy())
+                 for pos, h in pieces]
+        counts = np.zeros(size, np.int64)
+        for pos, count, _, _ in parts:
+            counts[pos] = count
+        start = np.zeros(size + 1, np.int64)
+        np.cumsum(counts, out=start[1:])
+        total = sum(p[2].shape[0] for p in parts)
+        if int(start[-1]) != total or (size and int(counts.min()) < 0):
+            raise PyGDistError(f"one-hop pieces of {size} seeds count {int(start[-1])} samples and hold {total}")
+        nbr, edge, col, row = self.take(total)
+        for pos, count, p_nbr, p_edge in parts:
+            place_segments(pos, count, p_nbr, p_edge, start, seed_offset, nbr, edge, col)
+        batch = None if seed_batch is None else np.repeat(seed_batch.numpy(), counts)
+        relabeler.add_numpy(nbr, batch, out=row)
+        return Hop(torch.from_numpy(row), torch.from_numpy(col), torch.from_numpy(edge))
+
 
 class TensorBuffer:
     """The torch backend's counterpart of :class:`EdgeBuffer`: collects hop tensors, concatenates once."""
@@ -99,6 +130,16 @@ class TensorBuffer:
         hop = Hop(relabeler.add(res.nbr, batch), col, res.edge)
         self.append(hop)
         return hop
+
+    def append_pieces(self, size: int, pieces: Sequence[Tuple[Tensor, "OneHop"]], seed_offset: int, relabeler,
+                      seed_batch: Optional[Tensor]) -> "Hop":
+        """Adds one hop answered in pieces, as :meth:`EdgeBuffer.append_pieces` (merged, then appended)."""
+        from pyg_dist.ops.rows import scatter_segments
+        pos = torch.cat([p for p, _ in pieces])
+        counts = torch.cat([h.count.to(torch.int64) for _, h in pieces])
+        nbr, edge = (torch.cat([getattr(h, name) for _, h in pieces]) for name in ("nbr", "edge"))
+        merged = scatter_segments(pos, counts, nbr, edge)
+        return self.append_one_hop(OneHop(*merged), seed_offset, relabeler, seed_batch)
 
     def tensors(self):
         """``(row, col, edge)`` of everything appended so far."""
@@ -251,6 +292,7 @@ def _append(out, res: OneHop, seed_offset: int, relabeler, seed_batch: Optional[
 
 def _warm_batch_kernels() -> None:
     """The numba kernels of a distributed batch besides sampling: routing by owner, row copies, merges."""
+    from pyg_dist.ops._numba_rows import place_segments
     from pyg_dist.ops.rows import copy_rows, scatter_segments
     from pyg_dist.partition.book import PartitionBook
     book, ids = PartitionBook({"_N": torch.tensor([0, 2, 4])}), torch.tensor([3, 0, 1])
@@ -258,6 +300,9 @@ def _warm_batch_kernels() -> None:
     for shape in ((2, 2), (2,)):  # rows of 8-byte words (features, labels) and of 4-byte ones (float time)
         copy_rows(torch.zeros((3,) + shape[1:]), ids[1:], torch.ones(shape), ids[1:])
     scatter_segments(torch.tensor([1, 0]), torch.tensor([1, 1]), ids[:2], ids[:2])
+    one, two = np.ones(2, np.int64), np.arange(2, dtype=np.int64)  # two seeds, one sample each, swapped
+    outs = [np.empty(2, np.int64) for _ in range(3)]
+    place_segments(two[::-1].copy(), one, two, two, np.arange(3, dtype=np.int64), 0, *outs)
 
 
 def warmup(announce_after: float = 1.0) -> float:

@@ -33,7 +33,7 @@ from pyg_dist.sampler.graph import SamplingGraph
 from pyg_dist.sampler.messages import ONE_HOP_OP, HopTask, OneHopReply, OneHopRequest, tensor_bytes
 from pyg_dist.sampler.output import TypedSample
 from pyg_dist.sampler.plan import HopPlan, plan_hop
-from pyg_dist.store.routing import check_answers, merge_segments
+from pyg_dist.store.routing import check_answers, segment_pieces
 
 if TYPE_CHECKING:
     from pyg_dist.ops._torch_kernels import TorchRelabeler
@@ -129,12 +129,19 @@ async def _run_hop(graph: SamplingGraph, opts: HopOptions, tasks: List[HopTask],
     cached = [None if pos is None else _sample_cached(graph, t, template, pos, opts.backend)
               for t, pos in zip(tasks, plan.cached)]
     replies = dict(zip(futures, await asyncio.gather(*futures.values())))
-    merged = _merge(plan, local, replies, cached)
+    pieces = _merge(plan, local, replies, cached)
     if stats is not None:
         stats.record_hop(plan, sum(tensor_bytes(r) for r in plan.requests.values()),
                          sum(tensor_bytes(r) for r in replies.values()))
-    return [b.buffers[t.edge_type].append_one_hop(res, lo, b.rel[t.edge_type[0]], t.batch).row.numel()
-            for t, res, lo in zip(tasks, merged, starts)]
+    return [_append(b, t, parts, lo) for t, parts, lo in zip(tasks, pieces, starts)]
+
+
+def _append(b: _Batch, task: HopTask, pieces: List[Tuple[Tensor, OneHop]], lo: int) -> int:
+    """Merges one task's pieces into the batch in seed order; returns the number of edges added."""
+    buf, rel = b.buffers[task.edge_type], b.rel[task.edge_type[0]]
+    if len(pieces) == 1:
+        return buf.append_one_hop(pieces[0][1], lo, rel, task.batch).row.numel()
+    return buf.append_pieces(task.seeds.numel(), pieces, lo, rel, task.batch).row.numel()
 
 
 def _sample_cached(graph: SamplingGraph, task: HopTask, req: OneHopRequest, pos: Tensor, backend: str) -> OneHop:
@@ -145,7 +152,8 @@ def _sample_cached(graph: SamplingGraph, task: HopTask, req: OneHopRequest, pos:
 
 
 def _merge(plan: HopPlan, local: Sequence[OneHop], replies: Dict[int, OneHopReply],
-           cached: Sequence[Optional[OneHop]]) -> List[OneHop]:
+           cached: Sequence[Optional[OneHop]]) -> List[List[Tuple[Tensor, OneHop]]]:
+    """Per task, its answers paired with the seed positions they answer (local share, replies, cache)."""
     per_task: List[Dict[int, OneHop]] = [{} for _ in local]
     for p, reply in replies.items():
         check_answers(p, "one-hop tasks", len(reply.results), len(plan.slots[p]))
@@ -156,7 +164,7 @@ def _merge(plan: HopPlan, local: Sequence[OneHop], replies: Dict[int, OneHopRepl
         if pos is not None and hop is not None:  # the cache's share merges like one more partition's
             per_task[ti][-1] = hop
             routes[ti] = dataclasses.replace(routes[ti], remote={**routes[ti].remote, -1: pos})
-    return [merge_segments(route, loc, rem) for route, loc, rem in zip(routes, local, per_task)]
+    return [segment_pieces(route, loc, rem) for route, loc, rem in zip(routes, local, per_task)]
 
 
 # ----------------------------------------------------------------------------------------- K hops

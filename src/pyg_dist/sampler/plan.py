@@ -4,7 +4,7 @@ per remote partition for the rest (all edge types of the hop that go there share
 A partition samples a destination locally when it holds all of its in-edges: the owned range, every
 node in hybrid folders and in-memory graphs (which never route anything away), the owned ids (book
 lookup) in folders written by PyG. The split itself is :func:`pyg_dist.store.routing.route_ids`;
-replies come back grouped by seed and :func:`pyg_dist.store.routing.merge_segments` restores the
+replies come back grouped by seed and :func:`pyg_dist.store.routing.segment_pieces` restores the
 frontier order, so the batch relabels exactly as a one-process sampler would.
 
 Example:

@@ -4,7 +4,7 @@ one share per remote partition, and puts the answers back in input order.
 Used by the hop loop (which destinations this partition samples), the feature lookups (which rows it
 reads) and layer-wise inference. Planning is pure (only the partition book translates ids); callers
 issue every remote request first, do their local share, then put the replies back with
-:func:`merge_segments` (variable-length answers: sampled neighbours) or :func:`scatter_row_chunks`
+:func:`segment_pieces` (variable-length answers: sampled neighbours) or :func:`scatter_row_chunks`
 (fixed-width rows: features).
 
 Example:
@@ -159,26 +159,21 @@ def check_answers(partition: int, what: str, got: int, expected: int) -> None:
                            "(do all processes read the same partition folder?)")
 
 
-def merge_segments(route: Route, local: OneHop, remote: Mapping[int, OneHop]) -> OneHop:
-    """Variable-length answers (:class:`~pyg_dist.ops.OneHop`: ``nbr``, ``edge``, ``count``) back in
-    input order: part ``i``-th seed's ``count[i]`` entries belong to position ``i`` of its share
-    (``route.local_pos`` / ``route.remote[p]``). Raises :class:`PyGDistError` when a part does not
-    match its share (the processes disagree about the folder)."""
-    from pyg_dist.ops import OneHop
-    from pyg_dist.ops.rows import scatter_segments
+def segment_pieces(route: Route, local: OneHop, remote: Mapping[int, OneHop]) -> List[Tuple[Tensor, OneHop]]:
+    """Variable-length answers (:class:`~pyg_dist.ops.OneHop`: ``nbr``, ``edge``, ``count``) paired with
+    the positions they answer: part ``i``-th seed's ``count[i]`` entries belong to position ``i`` of its
+    share (``route.local_pos`` / ``route.remote[p]``). The edge buffer merges them in input order
+    (``append_pieces``). Raises :class:`PyGDistError` when a part does not match its share (the processes
+    disagree about the folder)."""
     if not route.remote:
-        return local
+        return [(torch.arange(route.size), local)]
     assert route.local_pos is not None  # None only on the all-local fast path (no remote shares)
     pieces = [(route.local_pos, local)] + [(route.remote[p], remote[p]) for p in sorted(route.remote)]
     for pos, part in pieces:
         if part.count.numel() != pos.numel() or int(part.count.sum()) != part.nbr.numel():
             raise PyGDistError(f"a one-hop reply with {part.count.numel()} counts and {part.nbr.numel()} "
                                f"neighbours for {pos.numel()} seeds")
-    pos = torch.cat([p for p, _ in pieces])
-    counts = torch.cat([h.count.to(torch.int64) for _, h in pieces])
-    nbr = torch.cat([h.nbr for _, h in pieces])
-    edge = torch.cat([h.edge for _, h in pieces])
-    return OneHop(*scatter_segments(pos, counts, nbr, edge))
+    return pieces
 
 
 def scatter_row_chunks(out: Tensor, pos: Tensor, chunks: Sequence[Tensor]) -> Tensor:
@@ -194,5 +189,5 @@ def scatter_row_chunks(out: Tensor, pos: Tensor, chunks: Sequence[Tensor]) -> Te
     return out
 
 
-__all__ = ["Route", "owned_rows", "route_ids", "divert_remote", "group_by_partition", "check_answers", "merge_segments",
+__all__ = ["Route", "owned_rows", "route_ids", "divert_remote", "group_by_partition", "check_answers", "segment_pieces",
            "scatter_row_chunks"]
