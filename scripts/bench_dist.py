@@ -15,10 +15,13 @@ share its memory bandwidth and caches), fraction of sampled nodes and feature ro
 nodes of each batch owned by its rank), fraction of frontier nodes whose one-hop sampling ran on the rank
 itself ("expanded here"; seeds and inner hops only), remote requests (one-hop + feature) and remote rounds per
 batch, and payload MB per batch (sent + received). The configurations run ``--repeats`` times in interleaved
-rounds (this VM's speed drifts by up to ~30 % over minutes); each row is its median round.
+rounds (this VM's speed drifts by up to ~30 % over minutes); each row is its median round. On loopback a
+remote row costs about what a local one does; ``--link-gbps G`` makes every rank's replies wait for their
+bytes to cross an emulated G Gb/s NIC (:mod:`pyg_dist.testing.link`), to see what the bytes cost on a network.
 
     python scripts/bench_dist.py --scale 0.05                 # while developing
     python scripts/bench_dist.py --graph /tmp/products_like.pt
+    python scripts/bench_dist.py --graph /tmp/products_like.pt --methods metis --cache-ratios 0 0.25 --link-gbps 10
 """
 from __future__ import annotations
 
@@ -83,6 +86,11 @@ def bench_rank(rank: int, world_size: int, root: str, opts: dict) -> dict:
     ctx = DistContext.from_env(num_partitions=opts["num_partitions"])
     gs, fs = load_stores(root, ctx=ctx, mmap=opts["mmap"])  # default: in memory, as DistDGL loads partitions
     serve_partition(gs, fs)
+    if opts.get("link_gbps"):  # replies wait for an emulated NIC of that rate (see pyg_dist.testing.link)
+        from pyg_dist.sampler.messages import ONE_HOP_OP
+        from pyg_dist.store.lookup import LOOKUP_OP
+        from pyg_dist.testing.link import EmulatedLink, throttle_callees
+        throttle_callees(EmulatedLink(opts["link_gbps"]), [ONE_HOP_OP, LOOKUP_OP])
     stats = SamplerStats()
     sampler = DistNeighborSampler(gs, fs, opts["fanouts"], stats=stats, concurrency=opts["concurrency"])
     own = fs.get_global_id()
@@ -128,7 +136,7 @@ def run_config(args, method: str, parts: int, ranks: int = 0, cache_ratio: float
     opts = {"fanouts": args.fanouts, "batch_size": args.batch_size, "batches": args.batches,
             "warmup": args.warmup, "concurrency": args.concurrency, "mmap": args.mmap,
             "transport": args.transport, "num_partitions": parts, "cache_ratio": cache_ratio,
-            "cache_policy": args.cache_policy, "folder_caches": written}
+            "cache_policy": args.cache_policy, "folder_caches": written, "link_gbps": args.link_gbps}
     env = {"OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     import bench_dist  # spawned ranks import the function by module name (sys.path[0] = scripts/)
     res = spawn_world(ranks, bench_dist.bench_rank, root, opts, timeout=1800, env=env)
@@ -176,6 +184,9 @@ def main(argv=None) -> None:
     p.add_argument("--transport", choices=["default", "uv"], default="uv",
                    help="TensorPipe transport: uv (TCP, pyg_dist's default) or torch's default (shm, busy-polls)")
     p.add_argument("--mmap", action="store_true", help="memory-map the partitions instead of loading them")
+    p.add_argument("--link-gbps", type=float, default=None,
+                   help="emulate a NIC: every rank's replies wait for their bytes to cross a link of this many "
+                        "Gb/s (sleeps, no CPU; requests and latency not modelled); default: plain loopback")
     p.add_argument("--cache-ratios", type=float, nargs="+", default=[0.0],
                    help="remote-feature cache budgets (fraction of the partition's own feature bytes), one row each")
     p.add_argument("--cache-policy", choices=["degree", "presample"], default="degree")
@@ -198,10 +209,12 @@ def main(argv=None) -> None:
         row["round_ratio"] = ratios[(len(ratios) - 1) // 2]
     base, ceiling = rows[0]["bps"], rows[1]["bps"]
     src = args.graph or f"built-in products shape, scale {args.scale:g}"
+    link = f", replies over an emulated {args.link_gbps:g} Gb/s link per rank" if args.link_gbps else ""
     print(f"DistNeighborSampler, {src}; fanouts {args.fanouts}, batch {args.batch_size}, {args.dim}-dim float32, "
           f"1 core + 1 thread per rank, concurrency {args.concurrency}, {args.warmup} warm-up + {args.batches} timed "
           f"batches per rank, partitions {'memory-mapped' if args.mmap else 'in memory'}, TensorPipe transport "
-          f"{args.transport}; cache policy {args.cache_policy}; median of {max(1, args.repeats)} interleaved rounds "
+          f"{args.transport}{link}; cache policy {args.cache_policy}; median of {max(1, args.repeats)} interleaved "
+          "rounds "
           "(all rounds' batches/s in brackets; \"same round's ceiling\": median over rounds of the row's batches/s "
           "divided by the ceiling row's in the same round)")
     head = ("partitioning", "ranks", "cache ratio", "batches/s total", "vs 1 rank", "vs no-RPC ceiling",

@@ -1,0 +1,63 @@
+"""The emulated NIC of the benchmarks (pyg_dist.testing.link): FIFO wire time, throttled callees."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import torch
+
+from pyg_dist.errors import InvalidArgumentError
+from pyg_dist.rpc.callees import lookup, register_callee, unregister_callee
+from pyg_dist.testing.link import EmulatedLink, throttle_callees
+
+
+def test_transmissions_queue_behind_each_other():
+    """Two 5 MB replies on a 0.8 Gb/s link (1e8 B/s) from two threads: the second waits for the first."""
+    link = EmulatedLink(0.8)
+    waits = []
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=lambda: waits.append(link.transmit(5_000_000))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - t0
+    assert elapsed >= 0.099 and link.bytes_sent == 10_000_000
+    assert max(waits) >= 0.095 and link.waited_s == pytest.approx(sum(waits))
+    assert link.transmit(0) == 0.0  # nothing queued any more: no wait
+
+
+@pytest.mark.parametrize("gbps", [0, -1.0, "10", True, float("nan")])
+def test_link_rate_must_be_positive(gbps):
+    with pytest.raises(InvalidArgumentError, match="gbps"):
+        EmulatedLink(gbps)
+
+
+@pytest.mark.parametrize("nbytes", [-1, 1.5, None])
+def test_transmit_takes_a_byte_count(nbytes):
+    with pytest.raises(InvalidArgumentError, match="nbytes"):
+        EmulatedLink(1.0).transmit(nbytes)
+
+
+class _Server:
+    def answer(self, payload):
+        return {"rows": torch.ones(250_000) * payload}  # 1 MB of float32
+
+
+def test_throttled_callee_answers_the_same_after_its_wire_time():
+    server = _Server()
+    register_callee("test_link.answer", server.answer, replace=True)
+    try:
+        link = EmulatedLink(0.08)  # 1e7 B/s: 1 MB takes 0.1 s
+        throttle_callees(link, ["test_link.answer"])
+        fn = lookup("test_link.answer")
+        assert fn is not server.answer and fn.__self__ is server  # a store still recognises its callee
+        t0 = time.monotonic()
+        reply = fn(3.0)
+        assert time.monotonic() - t0 >= 0.099
+        assert torch.equal(reply["rows"], torch.full((250_000,), 3.0)) and link.bytes_sent == 1_000_000
+        with pytest.raises(InvalidArgumentError, match="op"):
+            throttle_callees(link, ["test_link.not_registered"])
+    finally:
+        unregister_callee("test_link.answer")
