@@ -129,7 +129,7 @@ async def _run_hop(graph: SamplingGraph, opts: HopOptions, tasks: List[HopTask],
     cached = [None if pos is None else _sample_cached(graph, t, template, pos, opts.backend)
               for t, pos in zip(tasks, plan.cached)]
     replies = dict(zip(futures, await asyncio.gather(*futures.values())))
-    pieces = _merge(plan, local, replies, cached)
+    pieces = _pieces(plan, local, replies, cached)
     if stats is not None:
         stats.record_hop(plan, sum(tensor_bytes(r) for r in plan.requests.values()),
                          sum(tensor_bytes(r) for r in replies.values()))
@@ -151,8 +151,8 @@ def _sample_cached(graph: SamplingGraph, task: HopTask, req: OneHopRequest, pos:
                    replace=req.replace, backend=backend, key=task.key, seed_batch=_pick(task.batch, pos))
 
 
-def _merge(plan: HopPlan, local: Sequence[OneHop], replies: Dict[int, OneHopReply],
-           cached: Sequence[Optional[OneHop]]) -> List[List[Tuple[Tensor, OneHop]]]:
+def _pieces(plan: HopPlan, local: Sequence[OneHop], replies: Dict[int, OneHopReply],
+            cached: Sequence[Optional[OneHop]]) -> List[List[Tuple[Tensor, OneHop]]]:
     """Per task, its answers paired with the seed positions they answer (local share, replies, cache)."""
     per_task: List[Dict[int, OneHop]] = [{} for _ in local]
     for p, reply in replies.items():
