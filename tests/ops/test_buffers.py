@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
-from pyg_dist.ops.rows import copy_rows
+from pyg_dist.ops import rows as row_ops
+from pyg_dist.ops.rows import copy_rows, take_rows
 from pyg_dist.partition.book import DensePartitionBook, PartitionBook, _BookBase
 from pyg_dist.store import buffers, lookup
 
@@ -98,6 +99,40 @@ def test_copy_rows_equals_indexing(dtype, shape):
     want[pos] = src[10:35]
     copy_rows(direct, pos, src[10:35])  # a source with a storage offset
     assert torch.equal(direct, want)
+
+
+@pytest.mark.parametrize("numba", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool, torch.float16])
+@pytest.mark.parametrize("shape", [(40,), (40, 3), (40, 100)])
+def test_take_rows_equals_index_select(monkeypatch, numba, dtype, shape):
+    if not numba:
+        monkeypatch.setattr(row_ops, "numba_available", lambda: False)
+    gen = torch.Generator().manual_seed(1)
+    src = (torch.rand(shape, generator=gen) * 100).to(dtype)
+    for base, idx_dtype in ((src, torch.int64), (src[5:30], torch.int32)):  # a source with a storage offset
+        rows = torch.randint(0, base.size(0), (60,), generator=gen).to(idx_dtype)
+        out = torch.full((60,) + shape[1:], 7).to(dtype)
+        assert take_rows(base, rows, out) is out
+        assert torch.equal(out, base.index_select(0, rows))
+
+
+@pytest.mark.parametrize("numba", [True, False])
+@pytest.mark.parametrize("bad", [-1, 40, 1 << 40])
+def test_take_rows_rejects_rows_outside_src(monkeypatch, numba, bad):
+    if not numba:
+        monkeypatch.setattr(row_ops, "numba_available", lambda: False)
+    rows = torch.tensor([3, 0, bad, 5])
+    with pytest.raises(IndexError, match=r"rows\[2\] = " + str(bad) if numba else "out of range"):
+        take_rows(torch.ones(40, 4), rows, torch.empty(4, 4))
+    with pytest.raises(IndexError):  # gather_rows takes the same path from 256 KiB up
+        buffers.gather_rows(torch.ones(40, 100), torch.tensor([1] * 2000 + [bad]))
+
+
+def test_take_rows_checks_out():
+    with pytest.raises(InvalidArgumentError, match="out"):
+        take_rows(torch.ones(5, 3), torch.tensor([0, 1]), torch.empty(3, 3))
+    with pytest.raises(InvalidArgumentError, match="out"):
+        take_rows(torch.ones(5, 3), torch.tensor([0, 1]), torch.empty(2, 3, dtype=torch.int64))
 
 
 def test_copy_rows_rejects_mismatched_inputs():

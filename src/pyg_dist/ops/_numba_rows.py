@@ -1,4 +1,5 @@
-"""Numba row copy: ``out[out_pos[i]] = src[src_rows[i]]`` on 2-D word views (sequential, GIL released)."""
+"""Numba row copies on 2-D word views (sequential, GIL released): ``out[out_pos[i]] = src[src_rows[i]]``
+and the plain gather ``out[i] = src[src_rows[i]]``."""
 from __future__ import annotations
 
 import numpy as np
@@ -22,6 +23,24 @@ def copy_rows(out, out_pos, src, src_rows):
         p = out_pos[i]
         for k in range(w):
             out[p, k] = src[r, k]
+
+
+@njit(cache=True, nogil=True)
+def take_rows(out, src, src_rows):
+    """``out[i] = src[src_rows[i]]``; returns -1, or the first ``i`` whose row is outside ``src`` (rows
+    from there on are not copied)."""
+    w = src.shape[1]
+    n = src.shape[0]
+    m = src_rows.shape[0]
+    for i in range(m):
+        r = src_rows[i]
+        if r < 0 or r >= n:
+            return i
+        if i + _AHEAD < m:
+            _prefetch(src, src_rows[i + _AHEAD] * w)
+        for k in range(w):
+            out[i, k] = src[r, k]
+    return -1
 
 
 @njit(cache=True, nogil=True)
