@@ -17,6 +17,14 @@ ROWS = buffers._MIN_BYTES // 400 + 10  # a float32 [ROWS, 100] tensor is above t
 UNIT = ROWS * 400
 
 
+def _use_backend(monkeypatch, numba: bool) -> None:
+    """numba=True: the numba kernels (skipped where numba is not installed); False: the torch path."""
+    if numba and not row_ops.numba_available():
+        pytest.skip("numba is not installed")
+    if not numba:
+        monkeypatch.setattr(row_ops, "numba_available", lambda: False)
+
+
 @pytest.fixture
 def pool():
     return buffers.BufferPool(16 * UNIT)
@@ -105,8 +113,7 @@ def test_copy_rows_equals_indexing(dtype, shape):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool, torch.float16])
 @pytest.mark.parametrize("shape", [(40,), (40, 3), (40, 100)])
 def test_take_rows_equals_index_select(monkeypatch, numba, dtype, shape):
-    if not numba:
-        monkeypatch.setattr(row_ops, "numba_available", lambda: False)
+    _use_backend(monkeypatch, numba)
     gen = torch.Generator().manual_seed(1)
     src = (torch.rand(shape, generator=gen) * 100).to(dtype)
     for base, idx_dtype in ((src, torch.int64), (src[5:30], torch.int32)):  # a source with a storage offset
@@ -119,8 +126,7 @@ def test_take_rows_equals_index_select(monkeypatch, numba, dtype, shape):
 @pytest.mark.parametrize("numba", [True, False])
 @pytest.mark.parametrize("bad", [-1, 40, 1 << 40])
 def test_take_rows_rejects_rows_outside_src(monkeypatch, numba, bad):
-    if not numba:
-        monkeypatch.setattr(row_ops, "numba_available", lambda: False)
+    _use_backend(monkeypatch, numba)
     rows = torch.tensor([3, 0, bad, 5])
     with pytest.raises(IndexError, match=r"rows\[2\] = " + str(bad) if numba else "out of range"):
         take_rows(torch.ones(40, 4), rows, torch.empty(4, 4))
@@ -133,6 +139,19 @@ def test_take_rows_checks_out():
         take_rows(torch.ones(5, 3), torch.tensor([0, 1]), torch.empty(3, 3))
     with pytest.raises(InvalidArgumentError, match="out"):
         take_rows(torch.ones(5, 3), torch.tensor([0, 1]), torch.empty(2, 3, dtype=torch.int64))
+
+
+@pytest.mark.parametrize("numba", [True, False])
+@pytest.mark.parametrize("what", ["position", "row"])
+def test_copy_rows_rejects_entries_out_of_range(monkeypatch, numba, what):
+    _use_backend(monkeypatch, numba)
+    message = "entry 1 copies row" if numba else "out of"  # torch: "out of bounds" / "out of range"
+    pos, rows = torch.tensor([1, 9 if what == "position" else 3]), torch.tensor([0, 7 if what == "row" else 1])
+    out = torch.zeros(4, 4)
+    with pytest.raises(IndexError, match=message):
+        copy_rows(out, pos, torch.ones(5, 4), rows)
+    if numba:
+        assert out[1].eq(1).all() and out[3].eq(0).all()  # entries before the bad one are copied
 
 
 def test_copy_rows_rejects_mismatched_inputs():

@@ -12,7 +12,8 @@ _AHEAD = 4
 
 @njit(cache=True, nogil=True)
 def copy_rows(out, out_pos, src, src_rows):
-    """Row gather-scatter; ``src_rows`` of length 0 means ``src`` row ``i`` for position ``i``."""
+    """Row gather-scatter; ``src_rows`` of length 0 means ``src`` row ``i`` for position ``i``. Returns -1,
+    or the first ``i`` whose position or row is out of range (nothing copied from there on)."""
     w = src.shape[1]
     m = out_pos.shape[0]
     direct = src_rows.shape[0] == 0
@@ -21,8 +22,11 @@ def copy_rows(out, out_pos, src, src_rows):
         if not direct and i + _AHEAD < m:
             _prefetch(src, src_rows[i + _AHEAD] * w)
         p = out_pos[i]
+        if p < 0 or p >= out.shape[0] or r < 0 or r >= src.shape[0]:
+            return i
         for k in range(w):
             out[p, k] = src[r, k]
+    return -1
 
 
 @njit(cache=True, nogil=True)

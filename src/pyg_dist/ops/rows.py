@@ -46,15 +46,10 @@ def copy_rows(out: Tensor, out_pos: Tensor, src: Tensor, src_rows: Optional[Tens
 
     Raises:
         InvalidArgumentError: dtypes or row shapes differ, or the index lengths do not match.
+        IndexError: a position or row is out of range (torch's own error without numba); the entries
+            before it are copied.
     """
-    n = out_pos.numel()
-    if out.dtype != src.dtype or out.shape[1:] != src.shape[1:]:
-        raise InvalidArgumentError("copy_rows", "src", (src.dtype, tuple(src.shape)),
-                                   f"rows of {out.dtype} {tuple(out.shape[1:])} like out")
-    if (src.size(0) if src_rows is None else src_rows.numel()) != n:
-        raise InvalidArgumentError("copy_rows", "src_rows" if src_rows is not None else "src",
-                                   n, "as many source rows as out_pos has positions")
-    if not n:
+    if not _check_copy("copy_rows", out, out_pos, src, src_rows):
         return
     word = _word(out, src) if numba_available() else None
     if word is None:
@@ -62,7 +57,29 @@ def copy_rows(out: Tensor, out_pos: Tensor, src: Tensor, src_rows: Optional[Tens
         return
     from pyg_dist.ops._numba_rows import copy_rows as kernel
     rows = _EMPTY if src_rows is None else src_rows.to(torch.int64).contiguous()
-    kernel(_as_words(out, word), out_pos.to(torch.int64).contiguous().numpy(), _as_words(src, word), rows.numpy())
+    pos = out_pos.to(torch.int64).contiguous()
+    bad = kernel(_as_words(out, word), pos.numpy(), _as_words(src, word), rows.numpy())
+    if bad >= 0:
+        _out_of_range("copy_rows", bad, pos, out, rows if src_rows is not None else None, src)
+
+
+def _out_of_range(where: str, i: int, pos: Tensor, out: Tensor, rows: Optional[Tensor], src: Tensor) -> None:
+    """Raises the IndexError of entry ``i``: its position in ``out`` or its row of ``src`` is out of range."""
+    row = i if rows is None else int(rows[i])
+    raise IndexError(f"{where}: entry {i} copies row {row} of a source with {src.size(0)} rows to position "
+                     f"{int(pos[i])} of an output with {out.size(0)} rows")
+
+
+def _check_copy(where: str, out: Tensor, out_pos: Tensor, src: Tensor, src_rows: Optional[Tensor]) -> int:
+    """The number of rows to copy; raises when ``src`` or the index lengths do not fit ``out``."""
+    n = out_pos.numel()
+    if out.dtype != src.dtype or out.shape[1:] != src.shape[1:]:
+        raise InvalidArgumentError(where, "src", (src.dtype, tuple(src.shape)),
+                                   f"rows of {out.dtype} {tuple(out.shape[1:])} like out")
+    if (src.size(0) if src_rows is None else src_rows.numel()) != n:
+        raise InvalidArgumentError(where, "src_rows" if src_rows is not None else "src",
+                                   n, "as many source rows as out_pos has positions")
+    return n
 
 
 def take_rows(src: Tensor, rows: Tensor, out: Tensor) -> Tensor:
