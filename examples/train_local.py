@@ -20,8 +20,8 @@ import torch.nn.functional as F
 from torch_geometric.nn import SAGEConv
 
 import pyg_dist
-from pyg_dist.entry import progress, run_main, setup_logging
 from pyg_dist.ops import warmup
+from pyg_dist.train.entry import progress, run_main, setup_logging
 
 LOG = logging.getLogger("examples")
 

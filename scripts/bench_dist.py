@@ -119,7 +119,7 @@ def _fill_cache(gs, fs, opts) -> dict:
     """Fills this rank's remote-feature cache (``--cache-ratios``); returns its seconds and MB."""
     if not opts["cache_ratio"] or opts["folder_caches"]:  # none, or written by the partitioner: no fill
         return {"seconds": 0.0, "mb": 0.0 if fs.cache is None else fs.cache.nbytes / 2 ** 20}
-    from pyg_dist.store.cache_fill import build_cache
+    from pyg_dist.sampler.cache_policy import build_cache
     t0 = time.perf_counter()
     cache = build_cache(gs, fs, opts["cache_policy"], cache_ratio=opts["cache_ratio"], num_neighbors=opts["fanouts"],
                         batch_size=opts["batch_size"], seed=99)

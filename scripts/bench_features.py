@@ -121,7 +121,7 @@ def remote_main(rank, world_size, root, batches, reps):
     _, fs = load_stores(root, ctx=ctx)
     x = fs.get_tensor(None, "x")
     float(x.sum())
-    fs.serve()
+    serve_partition(None, fs)
     rpc.register_callee("bench_features.raw", lambda msg: x[:msg.n].clone())
     out = []
     with rpc.rpc_session(ctx, timeout=300, call_timeout=300, shutdown_timeout=1800):

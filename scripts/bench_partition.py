@@ -44,7 +44,7 @@ def _child(args) -> None:
     from pyg_dist.datasets.edgelist import load_edgelist
     from pyg_dist.datasets.registry import load_csr_file
     from pyg_dist.partition import Partitioner
-    from pyg_dist.partition.out_of_core import OutOfCorePartitioner
+    from pyg_dist.partition.ooc.partitioner import OutOfCorePartitioner
     t0 = time.perf_counter()
     if args.method.startswith("ooc-"):
         part = OutOfCorePartitioner(args.input_dir, args.parts, args.method[4:], memory_budget=args.memory_budget)

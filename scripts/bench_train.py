@@ -38,7 +38,7 @@ def train_rank(rank: int, world_size: int, root: str, opts: dict) -> dict:
 
     from pyg_dist.loader.dist_node_loader import DistNeighborLoader
     from pyg_dist.ops import warmup
-    from pyg_dist.train import TrainConfig, dist_session, wrap_ddp
+    from pyg_dist.train.session import TrainConfig, dist_session, wrap_ddp
 
     warmup()
     cfg = TrainConfig(root, num_workers=opts["num_workers"], timeout=300)

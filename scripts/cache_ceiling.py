@@ -23,7 +23,7 @@ def whole_graph(folder: str):
     """The partitioned graph as one ``Data`` (global ids), and partition 0's stores."""
     from torch_geometric.data import Data
 
-    from pyg_dist.partition import read_meta
+    from pyg_dist.format import read_meta
     from pyg_dist.store import load_stores
     meta = read_meta(folder)
     rows, cols, first = [], [], None

@@ -31,7 +31,7 @@ def main() -> None:
     script, kill_rank, kill_step, log_dir, sep, *rest = sys.argv[1:]
     if sep != "--":
         raise SystemExit("usage: run_with_faults.py SCRIPT KILL_RANK KILL_STEP LOG_DIR -- ARGS...")
-    from pyg_dist.checkpoint import Checkpointer
+    from pyg_dist.train.checkpoint import Checkpointer
     module = importlib.import_module(script)
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
     last = {}
@@ -68,14 +68,14 @@ def main() -> None:
     Checkpointer.step = step
     Path(log_dir).mkdir(parents=True, exist_ok=True)
     (Path(log_dir) / f"rank{os.environ.get('RANK', '0')}_a{attempt}.pid").write_text(str(os.getpid()))
-    from pyg_dist.entry import run_main
+    from pyg_dist.train.entry import run_main
     run_main(module.main, rest)
 
 
 def _fault_at_phase(what: str) -> None:
     """Wraps the phase's function so that this process SIGKILLs (or SIGSTOPs) itself on entering it."""
     import pyg_dist.loader.dist_node_loader as node_loader
-    import pyg_dist.train as train
+    import pyg_dist.train.session as train
     sig = signal.SIGSTOP if what.startswith("stop-") else signal.SIGKILL
     phase = what[len("stop-"):] if what.startswith("stop-") else what
     owner, name = {"balance": (node_loader, "balance_seeds"), "shutdown": (train, "teardown")}[phase]

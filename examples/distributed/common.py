@@ -101,8 +101,8 @@ def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> argparse
 def setup(args: argparse.Namespace) -> None:
     """Logging (rank 0 prints INFO lines on stdout) and the sampling kernels loaded up front (the first
     run on a machine compiles them, announced with its duration, instead of inside the first batch)."""
-    from pyg_dist.entry import setup_logging
     from pyg_dist.ops import warmup
+    from pyg_dist.train.entry import setup_logging
     setup_logging(args.quiet)
     warmup()
 
@@ -116,7 +116,7 @@ def steps(loader, max_steps: Optional[int], desc: str = "", quiet: bool = False,
     """``(bar, batches)``: iterates ``loader`` (stopping after ``max_steps`` batches when set, every
     rank alike) inside a progress bar on rank 0 (``bar.set_postfix(loss=...)`` shows the loss). ``start``:
     batches of this epoch already trained (a resumed epoch; the loader starts after them)."""
-    from pyg_dist.entry import progress
+    from pyg_dist.train.entry import progress
     total = (min(len(loader), max_steps) if max_steps else len(loader)) - start
     bar = progress(range(max(total, 0)), desc, max(total, 0), quiet)
 

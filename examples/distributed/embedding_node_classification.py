@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from common import GraphSAGE, checkpoint_config, fanouts, resume, setup
-from pyg_dist.entry import run_main
+from pyg_dist.train.entry import run_main
 
 
 def parse_args(argv=None):
@@ -75,7 +75,7 @@ def run_epoch(model, embed, loader, opts=(), ckpt=None):
 def distributed(args) -> float:
     from pyg_dist import DistNeighborLoader, TrainConfig, dist_session, wrap_ddp
     from pyg_dist.embedding import DistEmbedding, SparseAdam
-    from pyg_dist.train import all_sum
+    from pyg_dist.train.session import all_sum
     with dist_session(TrainConfig(args.partition_dir, **checkpoint_config(args))) as env:
         def loader(mask, train):
             return DistNeighborLoader(env, args.num_neighbors, input_nodes=mask, batch_size=args.batch_size,

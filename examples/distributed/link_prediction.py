@@ -20,9 +20,9 @@ from torch_geometric.sampler import NegativeSampling
 
 from common import LinkModel, base_parser, check_args, checkpoint_config, print0, resume, set_loss, setup, steps
 from pyg_dist import DistLinkNeighborLoader, InvalidArgumentError, TrainConfig, dist_session, wrap_ddp
-from pyg_dist.entry import run_main
-from pyg_dist.partition import read_meta
-from pyg_dist.train import all_sum
+from pyg_dist.format import read_meta
+from pyg_dist.train.entry import run_main
+from pyg_dist.train.session import all_sum
 
 
 def parse_args(argv=None, doc: str = __doc__):

@@ -22,8 +22,8 @@ import torch.nn.functional as F
 
 from common import GraphSAGE, base_parser, check_args, checkpoint_config, print0, resume, set_loss, setup, steps
 from pyg_dist import DistNeighborLoader, InvalidArgumentError, TrainConfig, dist_session, wrap_ddp
-from pyg_dist.entry import run_main
-from pyg_dist.train import all_sum
+from pyg_dist.train.entry import run_main
+from pyg_dist.train.session import all_sum
 
 
 def parse_args(argv=None):

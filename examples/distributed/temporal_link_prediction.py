@@ -17,7 +17,7 @@ import functools
 import sys
 
 from link_prediction import main
-from pyg_dist.entry import run_main
+from pyg_dist.train.entry import run_main
 
 if __name__ == "__main__":
     run_main(functools.partial(main, temporal=True, doc=__doc__), sys.argv[1:])

@@ -63,9 +63,15 @@ def _max(value: int) -> int:
 
 
 def run_tma_mode(task: Task, args, meta) -> Optional[dict]:
-    """Every trainer: its own subgraph, its own pace; rank 0 evaluates every aggregated model."""
-    dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
+    """Every trainer: its own subgraph, its own pace; rank 0 evaluates every aggregated model. The job starts
+    through ``dist_session`` without the sampling RPC world (process group, failure bound, teardown in
+    ``finally``); ``run_tma`` keys its store per torchrun attempt."""
+    from pyg_dist import TrainConfig, dist_session
+    with dist_session(TrainConfig(args.partition_dir, rpc=False)) as env:
+        return _tma_body(task, args, meta, env.rank, env.world_size)
+
+
+def _tma_body(task: Task, args, meta, rank: int, world: int) -> Optional[dict]:
     if world != meta.num_parts:
         raise InvalidArgumentError(task.name, "--nproc-per-node", world,
                                    f"one trainer per partition ({meta.num_parts})")
@@ -82,14 +88,12 @@ def run_tma_mode(task: Task, args, meta) -> Optional[dict]:
                      evaluate=(lambda m: task.metric(m, full, "val")) if rank == 0 else None)
     steps = [None] * world
     dist.all_gather_object(steps, result.steps)
-    out = None
-    if rank == 0:
-        model.load_state_dict(result.best_state)
-        out = dict(mode="tma", method=meta.method, world=world, steps=steps, syncs=result.rounds,
-                   bytes_per_trainer=result.bytes_sent, seconds=round(result.seconds, 2),
-                   best_round=result.best_round, best_val=result.best_metric, test=task.metric(model, full, "test"))
-    dist.destroy_process_group()
-    return out
+    if rank != 0:
+        return None
+    model.load_state_dict(result.best_state)
+    return dict(mode="tma", method=meta.method, world=world, steps=steps, syncs=result.rounds,
+                bytes_per_trainer=result.bytes_sent, seconds=round(result.seconds, 2),
+                best_round=result.best_round, best_val=result.best_metric, test=task.metric(model, full, "test"))
 
 
 def _ddp_epoch(task: Task, model, loader, optimizer, start: float, budget: float):

@@ -24,8 +24,8 @@ import torch.nn.functional as F
 from torch_geometric.sampler import NegativeSampling
 
 from common import LinkModel, setup
-from pyg_dist.entry import run_main
-from pyg_dist.partition import read_meta
+from pyg_dist.format import read_meta
+from pyg_dist.train.entry import run_main
 from tma_common import Task, parser, report, run_ddp_mode, run_tma_mode
 
 NEGATIVES = 100
@@ -53,7 +53,8 @@ def prepare(args) -> None:
     from torch_geometric.data import Data
 
     import pyg_dist
-    from pyg_dist.partition import Partitioner, load_original_ids
+    from pyg_dist.format import load_original_ids
+    from pyg_dist.partition import Partitioner
     data = pyg_dist.synthetic_graph(args.num_nodes, 10, seed=args.seed)
     n, (row, col) = data.num_nodes, data.edge_index
     pairs = data.edge_index[:, row < col]

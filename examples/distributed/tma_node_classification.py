@@ -22,9 +22,9 @@ import torch
 import torch.nn.functional as F
 
 from common import GraphSAGE, setup
-from pyg_dist.entry import run_main
 from pyg_dist.errors import InvalidArgumentError
-from pyg_dist.partition import read_meta
+from pyg_dist.format import read_meta
+from pyg_dist.train.entry import run_main
 from tma_common import Task, parser, report, run_ddp_mode, run_tma_mode
 
 

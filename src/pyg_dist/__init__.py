@@ -1,12 +1,15 @@
 """pyg_dist: distributed mini-batch GNN training for PyTorch Geometric.
 
-The pipeline, one package per stage: ``partition/`` (offline, folders) -> ``store/`` (one partition
-per process) -> ``rpc/`` (the runtime) -> ``sampler/`` -> ``loader/`` -> ``train`` (torchrun + DDP); beside
-them ``tma/`` (time-based model aggregation), ``embedding/`` (learnable partitioned rows) and
-``distributed/`` (``torch_geometric.distributed``'s API, for migration).
+The pipeline, one package per stage: ``partition/`` (offline: writes folders) -> ``format/`` (the folder as a
+format: META, book, entries, reader) -> ``store/`` (one partition per process) -> ``rpc/`` (the runtime) ->
+``sampler/`` -> ``loader/`` -> ``train/`` (the front door :func:`dist_session`, checkpoints, inference); beside
+them ``ops/`` (kernels), ``datasets/`` (graph sources), ``tma/`` (time-based model aggregation),
+``embedding/`` (learnable partitioned rows) and ``distributed/`` (``torch_geometric.distributed``'s API, for
+migration).
 
 The public names below are imported on first use, so ``import pyg_dist`` stays cheap and free of side
-effects; the ``TYPE_CHECKING`` block makes them visible to IDEs and type checkers.
+effects; the ``TYPE_CHECKING`` block makes them visible to IDEs and type checkers (a test checks that it,
+``_LAZY`` and ``__all__`` agree).
 
 Example:
     >>> import pyg_dist
@@ -21,12 +24,13 @@ from pyg_dist._lazy import lazy_names
 
 __version__ = "0.1.0"
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # visible to IDEs and type checkers; imported on first use at run time
     from pyg_dist.context import DistContext
     from pyg_dist.datasets.planetoid import load_planetoid
     from pyg_dist.datasets.registry import load_dataset
     from pyg_dist.datasets.synthetic import synthetic_graph
-    from pyg_dist.embedding import DistEmbedding, SparseAdagrad, SparseAdam
+    from pyg_dist.embedding.module import DistEmbedding
+    from pyg_dist.embedding.optim import SparseAdagrad, SparseAdam
     from pyg_dist.errors import (
         DataFileError,
         InvalidArgumentError,
@@ -38,23 +42,33 @@ if TYPE_CHECKING:
         RemoteCallError,
         RpcTimeoutError,
     )
-    from pyg_dist.inference import layerwise_inference
+    from pyg_dist.format.book import PartitionBook
+    from pyg_dist.format.meta import read_meta
+    from pyg_dist.format.reader import load_original_ids, load_partition
     from pyg_dist.loader.dist_link_loader import DistLinkNeighborLoader
     from pyg_dist.loader.dist_node_loader import DistNeighborLoader
     from pyg_dist.loader.link_loader import LinkNeighborLoader
     from pyg_dist.loader.node_loader import NeighborLoader
-    from pyg_dist.partition.book import PartitionBook
+    from pyg_dist.partition.ooc.partitioner import OutOfCorePartitioner
     from pyg_dist.partition.partitioner import Partitioner
-    from pyg_dist.partition.reader import load_partition
-    from pyg_dist.sampler.dist_neighbor import DistNeighborSampler
+    from pyg_dist.sampler.cache_policy import build_cache
+    from pyg_dist.sampler.dist_neighbor import DistNeighborSampler, serve_partition
     from pyg_dist.sampler.neighbor import NeighborSampler
     from pyg_dist.sampler.stats import SamplerStats
-    from pyg_dist.store import LocalFeatureStore, LocalGraphStore, load_stores
-    from pyg_dist.tma import TMAConfig, local_subgraph, run_tma
-    from pyg_dist.train import DistEnv, TrainConfig, dist_session, wrap_ddp
+    from pyg_dist.store.cache import FeatureCache
+    from pyg_dist.store.feature_store import LocalFeatureStore
+    from pyg_dist.store.graph_store import LocalGraphStore
+    from pyg_dist.store.open import load_stores
+    from pyg_dist.tma.schedule import TMAConfig
+    from pyg_dist.tma.subgraph import local_subgraph
+    from pyg_dist.tma.trainer import run_tma
+    from pyg_dist.train.checkpoint import Checkpointer
+    from pyg_dist.train.entry import run_main
+    from pyg_dist.train.inference import layerwise_inference
+    from pyg_dist.train.session import DistEnv, TrainConfig, dist_session, wrap_ddp
 
 _LAZY = {
-    # name: module that defines it
+    # public name: the module that defines it
     "NeighborSampler": "pyg_dist.sampler.neighbor",
     "NeighborLoader": "pyg_dist.loader.node_loader",
     "LinkNeighborLoader": "pyg_dist.loader.link_loader",
@@ -66,25 +80,26 @@ _LAZY = {
     "SamplerStats": "pyg_dist.sampler.stats",
     "DistNeighborLoader": "pyg_dist.loader.dist_node_loader",
     "DistLinkNeighborLoader": "pyg_dist.loader.dist_link_loader",
-    "layerwise_inference": "pyg_dist.inference",
+    "layerwise_inference": "pyg_dist.train.inference",
     "DistEmbedding": "pyg_dist.embedding.module",
     "SparseAdam": "pyg_dist.embedding.optim",
     "SparseAdagrad": "pyg_dist.embedding.optim",
     "TMAConfig": "pyg_dist.tma.schedule",
     "run_tma": "pyg_dist.tma.trainer",
     "local_subgraph": "pyg_dist.tma.subgraph",
-    "TrainConfig": "pyg_dist.train",
-    "DistEnv": "pyg_dist.train",
-    "dist_session": "pyg_dist.train",
-    "wrap_ddp": "pyg_dist.train",
-    "LocalGraphStore": "pyg_dist.store",
-    "LocalFeatureStore": "pyg_dist.store",
-    "load_stores": "pyg_dist.store",
+    "TrainConfig": "pyg_dist.train.session",
+    "DistEnv": "pyg_dist.train.session",
+    "dist_session": "pyg_dist.train.session",
+    "wrap_ddp": "pyg_dist.train.session",
+    "LocalGraphStore": "pyg_dist.store.graph_store",
+    "LocalFeatureStore": "pyg_dist.store.feature_store",
+    "load_stores": "pyg_dist.store.open",
     "FeatureCache": "pyg_dist.store.cache",
-    "build_cache": "pyg_dist.store.cache_fill",
+    "build_cache": "pyg_dist.sampler.cache_policy",
+    "serve_partition": "pyg_dist.sampler.dist_neighbor",
     "Partitioner": "pyg_dist.partition.partitioner",
-    "PartitionBook": "pyg_dist.partition.book",
-    "load_partition": "pyg_dist.partition.reader",
+    "PartitionBook": "pyg_dist.format.book",
+    "load_partition": "pyg_dist.format.reader",
     "PyGDistError": "pyg_dist.errors",
     "InvalidArgumentError": "pyg_dist.errors",
     "PartitionFormatError": "pyg_dist.errors",
@@ -94,6 +109,11 @@ _LAZY = {
     "RpcTimeoutError": "pyg_dist.errors",
     "PeerFailedError": "pyg_dist.errors",
     "MissingDependencyError": "pyg_dist.errors",
+    "OutOfCorePartitioner": "pyg_dist.partition.ooc.partitioner",
+    "Checkpointer": "pyg_dist.train.checkpoint",
+    "run_main": "pyg_dist.train.entry",
+    "read_meta": "pyg_dist.format.meta",
+    "load_original_ids": "pyg_dist.format.reader",
 }
 
-__getattr__, __dir__, __all__ = lazy_names(__name__, _LAZY, eager=("__version__",))
+__getattr__, __dir__, __all__ = lazy_names(__name__, _LAZY, eager=('__version__',))

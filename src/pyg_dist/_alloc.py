@@ -5,7 +5,7 @@ chunks). With glibc's defaults such blocks are often returned to the kernel on f
 moving threshold, heap trimming above twice that) and the next batch pays a page fault per 4 KiB
 page again: measured, routing 514k ids into fresh arrays took 5.8 ms instead of 2.1 ms. pyg_dist
 therefore fixes ``M_MMAP_THRESHOLD`` at 32 MiB (glibc's maximum) and ``M_TRIM_THRESHOLD`` at
-256 MiB when a distributed session (:func:`pyg_dist.train.dist_session`) or a sampler worker starts,
+256 MiB when a distributed session (:func:`pyg_dist.train.session.dist_session`) or a sampler worker starts,
 so freed blocks stay in the process for the next batch; a one-machine script may call
 :func:`tune_allocator` itself.
 

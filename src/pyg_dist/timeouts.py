@@ -7,7 +7,7 @@ start-up ends every other rank within it.
   the op, the partition and the RPC rank;
 * the process group's timeout for every collective after start-up (DDP's all_reduce, barriers, the
   seed-balance agreement, checkpoint barriers): gloo's timeout, reported as :class:`~pyg_dist.errors.
-  PeerFailedError` by :func:`pyg_dist.entry.run_main`;
+  PeerFailedError` by :func:`pyg_dist.train.entry.run_main`;
 * the shutdown's arrival barrier (a live peer that never arrives).
 
 A peer that dies outright is seen sooner (its connections reset: about a second). Start-up (rendezvous,

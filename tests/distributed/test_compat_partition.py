@@ -126,8 +126,8 @@ def test_rewrites_a_partition_folder_but_never_other_files(tmp_path):
 
 def test_pyg_written_and_native_folders_load_through_the_same_stores(tmp_path):
     from pyg_dist.distributed import LocalFeatureStore, LocalGraphStore
+    from pyg_dist.format import load_original_ids
     from pyg_dist.partition import Partitioner as Native
-    from pyg_dist.partition import load_original_ids
     from pyg_dist.testing import write_pyg_homo
     data = pyg_dist.synthetic_graph(300, 5, num_features=6, edge_dim=2, seed=2)
     owner = torch.randint(0, 3, (data.num_nodes,), generator=torch.Generator().manual_seed(0))

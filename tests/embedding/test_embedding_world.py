@@ -26,7 +26,7 @@ def _batch(rank, step, n):
 
 def _oracle_rank(rank, world, root, opt_name, steps, types):
     from pyg_dist.embedding import DistEmbedding, SparseAdagrad, SparseAdam
-    from pyg_dist.train import TrainConfig, dist_session
+    from pyg_dist.train.session import TrainConfig, dist_session
     with dist_session(TrainConfig(root, timeout=60)) as env:
         emb = DistEmbedding(env, DIM, name="table")
         opt = (SparseAdam if opt_name == "adam" else SparseAdagrad)([emb], lr=LR, sync=True)
@@ -97,7 +97,7 @@ def _failure_rank(rank, world, root):
     from pyg_dist.embedding import DistEmbedding, SparseAdagrad
     from pyg_dist.embedding.optim import PUSH_OP
     from pyg_dist.errors import RemoteCallError
-    from pyg_dist.train import TrainConfig, dist_session
+    from pyg_dist.train.session import TrainConfig, dist_session
     with dist_session(TrainConfig(root, timeout=60)) as env:
         emb = DistEmbedding(env, DIM, name="table")
         opt = SparseAdagrad([emb], lr=LR)
@@ -130,7 +130,7 @@ def _hogwild_rank(rank, world, root, ckpt):
     checkpoint round trip of the rows and the optimizer state."""
     from pyg_dist.embedding import DistEmbedding, SparseAdagrad
     from pyg_dist.errors import InvalidArgumentError
-    from pyg_dist.train import TrainConfig, dist_session
+    from pyg_dist.train.session import TrainConfig, dist_session
     with dist_session(TrainConfig(root, timeout=60)) as env:
         emb = DistEmbedding(env, DIM, name="table")
         opt = SparseAdagrad([emb], lr=LR)                                     # sync=False: Hogwild

@@ -5,8 +5,8 @@ import logging
 
 import pytest
 
-from pyg_dist.entry import one_line, progress, run_main, setup_logging
 from pyg_dist.errors import InvalidArgumentError, PartitionFormatError, RemoteCallError
+from pyg_dist.train.entry import one_line, progress, run_main, setup_logging
 
 
 def _fail(exc):

@@ -98,8 +98,8 @@ def test_out_of_core_partitioning_across_two_hosts(two_hosts, tmp_path):
     """Each host reads half of the chunks and ships edges over the veth pair; the folder equals one process's."""
     import numpy as np
 
-    from pyg_dist.partition.out_of_core import OutOfCorePartitioner
-    from tests.partition.test_out_of_core import assert_same_folder
+    from pyg_dist.partition.ooc.partitioner import OutOfCorePartitioner
+    from tests.partition.ooc.test_out_of_core import assert_same_folder
     (ns, veth) = two_hosts
     data = pyg_dist.synthetic_graph(1500, 6, num_features=4, seed=6)
     (tmp_path / "in").mkdir()

@@ -76,7 +76,7 @@ def _one_process(data, seed):
 
 def _dist_rank(rank, world_size, root, in_dim, out_dim):
     from pyg_dist.loader.dist_node_loader import DistNeighborLoader
-    from pyg_dist.train import TrainConfig, all_sum, dist_session, wrap_ddp
+    from pyg_dist.train.session import TrainConfig, all_sum, dist_session, wrap_ddp
 
     accs = []
     with dist_session(TrainConfig(root, timeout=90)) as env:

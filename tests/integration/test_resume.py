@@ -11,7 +11,8 @@ import pytest
 import torch
 
 import pyg_dist
-from pyg_dist.partition import Partitioner, read_meta
+from pyg_dist.format import read_meta
+from pyg_dist.partition import Partitioner
 from pyg_dist.store import load_stores
 from pyg_dist.testing import free_port
 

@@ -1,4 +1,4 @@
-"""pyg_dist.train: validated config, and a rank killed mid-epoch stops the others with a clear error."""
+"""pyg_dist.train.session: validated config, and a rank killed mid-epoch stops the others with a clear error."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,7 @@ import pyg_dist
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.partition import Partitioner
 from pyg_dist.testing import spawn_world
-from pyg_dist.train import TrainConfig
+from pyg_dist.train.session import TrainConfig
 
 
 @pytest.mark.parametrize("field,value", [("num_workers", -1), ("backend", "mpi"), ("timeout", 0),
@@ -22,7 +22,7 @@ def test_config_rejects_bad_values(field, value):
 
 
 def test_session_rejects_non_config():
-    from pyg_dist.train import dist_session
+    from pyg_dist.train.session import dist_session
     with pytest.raises(InvalidArgumentError, match="config"):
         with dist_session("/tmp/x"):
             pass
@@ -30,7 +30,7 @@ def test_session_rejects_non_config():
 
 def _train_until_killed(rank, world_size, root, stamp, workers):
     from pyg_dist.loader.dist_node_loader import DistNeighborLoader
-    from pyg_dist.train import all_sum, dist_session
+    from pyg_dist.train.session import all_sum, dist_session
 
     try:
         with dist_session(TrainConfig(root, num_workers=workers, timeout=60, call_timeout=20)) as env:

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 import pyg_dist
-from pyg_dist.partition import Partitioner, load_original_ids
+from pyg_dist.format import load_original_ids
+from pyg_dist.partition import Partitioner
 from pyg_dist.testing import spawn_world
 
 FANOUT = [4, 3]
@@ -34,7 +35,7 @@ def _check_batch(batch, data, orig):
 
 def _epoch_rank(rank, world_size, root, workers, input_nodes, drop_last, bs, context=None):
     from pyg_dist.loader.dist_node_loader import DistNeighborLoader
-    from pyg_dist.train import TrainConfig, dist_session
+    from pyg_dist.train.session import TrainConfig, dist_session
 
     data = _graph()
     orig = load_original_ids(root)
@@ -93,7 +94,7 @@ def test_all_seeds_in_one_partition_drop_last(tmp_path):
     data, root = _partition(tmp_path, 2, method="random")
     orig = load_original_ids(root)["_N"]
     # the global seed set: only nodes owned by partition 1 (global ids >= its start)
-    from pyg_dist.partition import read_meta
+    from pyg_dist.format import read_meta
     start = int(read_meta(root).node_bounds["_N"][1])
     seeds_global = torch.arange(start, start + 100)
     seeds, counts, _ = _run_epoch(root, 2, 0, input_nodes=seeds_global, drop_last=True, bs=16)
@@ -124,7 +125,7 @@ def test_bad_inputs_raise_typed_errors(tmp_path):
 def _prefetch_rank(rank, world_size, root):
     from pyg_dist.loader.dist_node_loader import DistNeighborLoader
     from pyg_dist.loader.prefetch import PrefetchIterator
-    from pyg_dist.train import TrainConfig, dist_session
+    from pyg_dist.train.session import TrainConfig, dist_session
 
     data, orig = _graph(), load_original_ids(root)
     with dist_session(TrainConfig(root, timeout=60)) as env:
@@ -153,7 +154,7 @@ def test_concurrency_keeps_batches_in_flight_in_order(tmp_path):
 
 def _two_worker_loaders_rank(rank, world_size, root):
     from pyg_dist.loader.dist_node_loader import DistNeighborLoader
-    from pyg_dist.train import TrainConfig, dist_session
+    from pyg_dist.train.session import TrainConfig, dist_session
 
     data, orig = _graph(), load_original_ids(root)
     with dist_session(TrainConfig(root, num_workers=2, timeout=60)) as env:
@@ -192,7 +193,7 @@ def test_several_worker_loaders_at_once(tmp_path):
 def _loaders_in_other_orders(rank, world_size, root):
     from pyg_dist.loader import workers
     from pyg_dist.loader.dist_node_loader import DistNeighborLoader
-    from pyg_dist.train import TrainConfig, dist_session
+    from pyg_dist.train.session import TrainConfig, dist_session
     with dist_session(TrainConfig(str(root), num_workers=1, timeout=60)) as env:
         if rank == 1:
             next(workers._WORKER_WORLDS)  # rank 1 "built" a loader with workers that rank 0 did not
@@ -237,7 +238,7 @@ def _repeats_rank(rank, world_size, root):
 
     from pyg_dist.loader.dist_node_loader import DistNeighborLoader
     from pyg_dist.testing import check_repeats, first_occurrence
-    from pyg_dist.train import TrainConfig, dist_session
+    from pyg_dist.train.session import TrainConfig, dist_session
     data, orig = _graph(), load_original_ids(root)["_N"]
     train = _global_train(data, orig)
     seeds = torch.cat([train, train[:30], train[3:9]])          # the same tensor on every rank
@@ -276,7 +277,7 @@ def _fingerprints(rank, world_size, root, workers, concurrency):
 
     from pyg_dist.loader.dist_link_loader import DistLinkNeighborLoader
     from pyg_dist.loader.dist_node_loader import DistNeighborLoader
-    from pyg_dist.train import TrainConfig, dist_session
+    from pyg_dist.train.session import TrainConfig, dist_session
 
     def digest(batch, names):
         h = hashlib.sha256()

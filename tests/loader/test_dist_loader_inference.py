@@ -5,7 +5,8 @@ import pytest
 import torch
 
 import pyg_dist
-from pyg_dist.partition import Partitioner, load_original_ids
+from pyg_dist.format import load_original_ids
+from pyg_dist.partition import Partitioner
 from pyg_dist.testing import spawn_world
 
 
@@ -24,8 +25,8 @@ def _layers(convs):
 
 
 def _infer_rank(rank, world_size, root):
-    from pyg_dist.inference import layerwise_inference
-    from pyg_dist.train import TrainConfig, dist_session
+    from pyg_dist.train.inference import layerwise_inference
+    from pyg_dist.train.session import TrainConfig, dist_session
 
     with dist_session(TrainConfig(root, timeout=60)) as env:
         ids, out = layerwise_inference(_layers(_model()), env, batch_size=100)

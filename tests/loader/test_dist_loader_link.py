@@ -5,7 +5,8 @@ import pytest
 import torch
 
 import pyg_dist
-from pyg_dist.partition import Partitioner, load_original_ids
+from pyg_dist.format import load_original_ids
+from pyg_dist.partition import Partitioner
 from pyg_dist.testing import spawn_world
 
 ET = ("_N", "_E", "_N")
@@ -19,7 +20,7 @@ def _link_rank(rank, world_size, root, temporal):
     from torch_geometric.sampler import NegativeSampling
 
     from pyg_dist.loader.dist_link_loader import DistLinkNeighborLoader
-    from pyg_dist.train import TrainConfig, dist_session
+    from pyg_dist.train.session import TrainConfig, dist_session
 
     data, orig = _graph(), load_original_ids(root)
     on, oe = orig["_N"], orig[ET]
@@ -62,7 +63,7 @@ def test_link_batches_match_originals_and_cover_every_edge(tmp_path, temporal):
 
 def _hetero_rank(rank, world_size, root):
     from pyg_dist.loader.dist_node_loader import DistNeighborLoader
-    from pyg_dist.train import TrainConfig, dist_session
+    from pyg_dist.train.session import TrainConfig, dist_session
 
     data = pyg_dist.synthetic_graph(600, 6, num_features=8, hetero=True, seed=9)
     orig = load_original_ids(root)

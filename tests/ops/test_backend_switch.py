@@ -14,8 +14,8 @@ import torch
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.ops import _torch_book, _torch_csr
 from pyg_dist.ops import backend as B
+from pyg_dist.ops import graph_kernels as K
 from pyg_dist.ops import rows as R
-from pyg_dist.partition import kernels as K
 from pyg_dist.testing.oracles import sorted_pairs
 
 pytestmark = pytest.mark.timeout(240)
@@ -123,7 +123,8 @@ for m in pkgutil.walk_packages(pyg_dist.__path__, "pyg_dist."):
             failed.append([m.name, repr(exc)])
 from pyg_dist.datasets import synthetic_graph
 from pyg_dist.ops import available_backends, warmup
-from pyg_dist.partition import PartitionBook, Partitioner
+from pyg_dist.format import PartitionBook
+from pyg_dist.partition import Partitioner
 from pyg_dist.sampler import NeighborSampler
 from torch_geometric.sampler import NodeSamplerInput
 warmup()
@@ -223,7 +224,7 @@ def test_rows_in_range_matches_the_oracle_and_numba(ids, start, end, ok, request
 
 
 def test_book_methods_equal_the_generic_ones_on_the_torch_backend(monkeypatch):
-    from pyg_dist.partition.book import PartitionBook, _BookBase
+    from pyg_dist.format.book import PartitionBook, _BookBase
     monkeypatch.setenv(B.BACKEND_ENV, "torch")
     for bounds in BOUNDS:
         book = PartitionBook({"_N": torch.tensor(bounds)})

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
+from pyg_dist.format.book import DensePartitionBook, PartitionBook, _BookBase
 from pyg_dist.ops import rows as row_ops
 from pyg_dist.ops.rows import copy_rows, take_rows
-from pyg_dist.partition.book import DensePartitionBook, PartitionBook, _BookBase
 from pyg_dist.store import buffers, lookup
 
 pytestmark = pytest.mark.timeout(120)

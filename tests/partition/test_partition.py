@@ -8,7 +8,8 @@ import torch
 
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE, edge_type_str
 from pyg_dist.datasets import synthetic_graph
-from pyg_dist.partition import PartitionBook, Partitioner, load_original_ids, load_partition, read_meta
+from pyg_dist.format import PartitionBook, load_original_ids, load_partition, read_meta
+from pyg_dist.partition import Partitioner
 from pyg_dist.testing import check_roundtrip
 
 METHOD_CASES = [("metis", 1), ("random", 1), ("supernode", 1), ("hybrid", 1), ("metis", 2), ("random", 3)]

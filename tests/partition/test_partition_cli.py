@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from pyg_dist.datasets.planetoid import shared_data_root
-from pyg_dist.partition import load_partition, read_meta
+from pyg_dist.format import load_partition, read_meta
+from pyg_dist.ops.graph_kernels import relabel_csc, symmetric_csr
 from pyg_dist.partition.cli import main
-from pyg_dist.partition.kernels import relabel_csc, symmetric_csr
 from pyg_dist.partition.metis import metis_kway
 from pyg_dist.testing.oracles import sorted_pairs
 

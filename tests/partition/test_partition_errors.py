@@ -6,7 +6,8 @@ import torch
 
 from pyg_dist.datasets import synthetic_graph
 from pyg_dist.errors import InvalidArgumentError, PartitionFormatError
-from pyg_dist.partition import PartitionBook, Partitioner, load_partition, read_meta
+from pyg_dist.format import PartitionBook, load_partition, read_meta
+from pyg_dist.partition import Partitioner
 
 
 @pytest.fixture(scope="module")

@@ -37,7 +37,7 @@ def test_pyg_dist_ifname_binds_that_interface():
 
 def test_ifname_resolution_and_typos(monkeypatch):
     from pyg_dist.errors import InvalidArgumentError
-    from pyg_dist.rpc.iface import apply_ifname, interface_address, listen_address
+    from pyg_dist.iface import apply_ifname, interface_address, listen_address
     assert interface_address("lo") == "127.0.0.1"
     monkeypatch.delenv("PYG_DIST_IFNAME", raising=False)
     assert listen_address("10.1.2.3") == "10.1.2.3"

@@ -10,8 +10,9 @@ from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling, NodeSamp
 
 from pyg_dist.datasets import synthetic_graph
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
+from pyg_dist.format import PartitionBook, load_original_ids
 from pyg_dist.ops import CSC, OneHop, available_backends, make_edge_buffer, make_relabeler, one_hop
-from pyg_dist.partition import PartitionBook, Partitioner, load_original_ids
+from pyg_dist.partition import Partitioner
 from pyg_dist.sampler import NeighborSampler
 from pyg_dist.sampler.dist_neighbor import DistNeighborSampler, serve_partition
 from pyg_dist.sampler.graph import SamplingGraph

@@ -26,7 +26,8 @@ from pyg_dist._types import HOMO_EDGE, HOMO_NODE, as_typed
 from pyg_dist.context import DistContext
 from pyg_dist.datasets import synthetic_graph
 from pyg_dist.errors import RemoteCallError
-from pyg_dist.partition import Partitioner, load_original_ids
+from pyg_dist.format import load_original_ids
+from pyg_dist.partition import Partitioner
 from pyg_dist.sampler import NeighborSampler
 from pyg_dist.sampler.dist_neighbor import DistNeighborSampler, serve_partition
 from pyg_dist.sampler.messages import ONE_HOP_OP, HopTask, OneHopRequest

@@ -10,8 +10,8 @@ import torch
 from pyg_dist.context import DistContext
 from pyg_dist.datasets import synthetic_graph
 from pyg_dist.errors import PartitionFormatError
+from pyg_dist.format import meta as M
 from pyg_dist.partition import Partitioner
-from pyg_dist.partition import meta as M
 from pyg_dist.store import load_stores
 from pyg_dist.testing import spawn_world
 

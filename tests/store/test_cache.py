@@ -9,15 +9,17 @@ import torch
 
 from pyg_dist.datasets import synthetic_graph
 from pyg_dist.errors import InvalidArgumentError, PartitionFormatError
-from pyg_dist.partition import Partitioner, load_original_ids
-from pyg_dist.partition import meta as M
+from pyg_dist.format import load_original_ids
+from pyg_dist.format import meta as M
+from pyg_dist.partition import Partitioner
+from pyg_dist.sampler.cache_policy import build_cache
 from pyg_dist.store import cache as C
 from pyg_dist.store import load_stores
 from pyg_dist.store.cache import CacheEntry, FeatureCache
-from pyg_dist.store.cache_fill import budget_rows, build_cache, cached_attrs, degree_ranking
+from pyg_dist.store.cache_fill import budget_rows, cached_attrs, degree_ranking
 from pyg_dist.store.lookup import FeatureQuery, plan_lookup
 from pyg_dist.testing import original_attrs
-from pyg_dist.train import TrainConfig
+from pyg_dist.train.session import TrainConfig
 
 SPEC = dict(num_nodes=900, avg_degree=6, num_features=10, community_size=50, node_time=True, seed=3)
 

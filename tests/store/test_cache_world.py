@@ -12,7 +12,8 @@ import torch
 from pyg_dist import rpc
 from pyg_dist.context import DistContext
 from pyg_dist.datasets import synthetic_graph
-from pyg_dist.partition import Partitioner, load_original_ids
+from pyg_dist.format import load_original_ids
+from pyg_dist.partition import Partitioner
 from pyg_dist.store import load_stores
 from pyg_dist.testing import original_attrs, spawn_world
 
@@ -72,9 +73,9 @@ def _budget_ok(fs, ratio) -> bool:
 def _world(rank, world_size, jobs):
     from torch_geometric.sampler import NodeSamplerInput
 
+    from pyg_dist.sampler.cache_policy import build_cache
     from pyg_dist.sampler.dist_neighbor import DistNeighborSampler, serve_partition
     from pyg_dist.sampler.stats import SamplerStats
-    from pyg_dist.store.cache_fill import build_cache
 
     ctx = DistContext.from_env(num_partitions=world_size)
     report = []
@@ -155,7 +156,7 @@ class _ReportCache:
 
 def _loader_rank(rank, world_size, root, runtime, report_dir):
     from pyg_dist.loader.dist_node_loader import DistNeighborLoader
-    from pyg_dist.train import TrainConfig, dist_session
+    from pyg_dist.train.session import TrainConfig, dist_session
 
     data, orig = synthetic_graph(**HOMO), load_original_ids(root)
     path = f"{report_dir}/worker-{rank}.pt"

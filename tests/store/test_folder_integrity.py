@@ -43,7 +43,7 @@ def test_a_graph_file_with_other_counts_is_named(tmp_path):
 
 
 def _open_rank(rank, world, root):
-    from pyg_dist.train import TrainConfig, dist_session
+    from pyg_dist.train.session import TrainConfig, dist_session
     start = time.perf_counter()
     try:
         with dist_session(TrainConfig(root, timeout=120)):

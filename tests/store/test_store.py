@@ -26,7 +26,8 @@ from pyg_dist.errors import (
     PyGDistError,
     RemoteCallError,
 )
-from pyg_dist.partition import DensePartitionBook, PartitionBook, Partitioner, load_original_ids
+from pyg_dist.format import DensePartitionBook, PartitionBook, load_original_ids
+from pyg_dist.partition import Partitioner
 from pyg_dist.rpc.callees import CallReply
 from pyg_dist.rpc.calls import RpcFuture
 from pyg_dist.store import LOOKUP_OP, LocalFeatureStore, LocalGraphStore, load_stores

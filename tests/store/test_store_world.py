@@ -14,7 +14,8 @@ from pyg_dist import rpc
 from pyg_dist.context import DistContext
 from pyg_dist.datasets import synthetic_graph
 from pyg_dist.errors import PartitionFormatError, RemoteCallError
-from pyg_dist.partition import Partitioner, load_original_ids
+from pyg_dist.format import load_original_ids
+from pyg_dist.partition import Partitioner
 from pyg_dist.store import LOOKUP_OP, load_stores
 from pyg_dist.store.lookup import FeatureQuery, LookupRequest
 from pyg_dist.testing import original_attrs

@@ -6,7 +6,8 @@ import torch
 
 import pyg_dist
 from pyg_dist.errors import InvalidArgumentError
-from pyg_dist.partition import Partitioner, load_book, load_original_ids, read_meta
+from pyg_dist.format import load_book, load_original_ids, read_meta
+from pyg_dist.partition import Partitioner
 from pyg_dist.tma import local_subgraph
 
 

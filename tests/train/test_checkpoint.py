@@ -1,4 +1,4 @@
-"""pyg_dist.checkpoint: exact resume in one process (the 2-rank torchrun oracle is
+"""pyg_dist.train.checkpoint: exact resume in one process (the 2-rank torchrun oracle is
 tests/integration/test_resume.py), atomic writes under SIGKILL, pruning, typed errors."""
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import torch.nn.functional as F
 from torch_geometric.nn import SAGEConv
 
 import pyg_dist
-from pyg_dist.checkpoint import Checkpointer, CheckpointError
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.loader.epoch import KeyedBatchSampler
+from pyg_dist.train.checkpoint import Checkpointer, CheckpointError
 
 EPOCHS, EVERY = 3, 3
 
@@ -108,7 +108,7 @@ _KILLED_WRITER = """
 import os, signal, sys, torch
 sys.path.insert(0, {tests!r})
 from train.test_checkpoint import _job
-import pyg_dist, pyg_dist.checkpoint as ck
+import pyg_dist, pyg_dist.train.checkpoint as ck
 data = pyg_dist.synthetic_graph(400, 6, num_features=8, num_classes=4, community_size=50, seed=5)
 real = torch.save
 def dying(obj, f, *a, **k):  # the checkpoint of step 6 dies half-way through its rank file

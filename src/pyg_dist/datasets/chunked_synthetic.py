@@ -8,7 +8,7 @@ holds more than one chunk of pairs: every pair is written in both directions to 
 list). Node ids are shuffled by a seeded permutation, so no method profits from community-ordered ids.
 Optional ``y`` (the community modulo ``num_classes``), ``x`` (a noisy one-hot of ``y``) and ``train_mask``
 are written as ``.npy`` files node chunk by node chunk. The folder opens with
-:func:`pyg_dist.partition.chunked.open_chunked`.
+:func:`pyg_dist.partition.ooc.chunked.open_chunked`.
 """
 from __future__ import annotations
 

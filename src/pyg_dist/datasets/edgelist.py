@@ -99,6 +99,6 @@ def load_edgelist(path: Union[str, Path], num_nodes: Optional[int] = None, undir
         if key.endswith("_mask"):
             data[key] = data[key].bool()
     if undirected:
-        from pyg_dist.datasets.registry import symmetrize
+        from pyg_dist.datasets.direction import symmetrize
         data = symmetrize(data)
     return data

@@ -65,7 +65,7 @@ def load_ogb_node(name: str, root: Union[str, Path], split: str = "sales_ranking
         root: Folder holding the unpacked dataset (see the module docstring).
         split: Subfolder of ``split/`` to read masks from; if absent, the only subfolder present is used.
         add_inverse_edge: Add the reverse of every edge that lacks one (:func:`~pyg_dist.datasets.
-            registry.symmetrize`); default from OGB's convention for ``name`` (:func:`known_convention`;
+            direction.symmetrize`); default from OGB's convention for ``name`` (:func:`known_convention`;
             names not in the table keep the edges as stored: pass ``True`` for an undirected graph).
 
     Returns:
@@ -98,7 +98,7 @@ def load_ogb_node(name: str, root: Union[str, Path], split: str = "sales_ranking
     _add_splits(data, folder / "split", split, n)
     inverse = known_convention(name) if add_inverse_edge is None else add_inverse_edge
     if inverse:
-        from pyg_dist.datasets.registry import symmetrize
+        from pyg_dist.datasets.direction import symmetrize
         data = symmetrize(data)
     return data
 

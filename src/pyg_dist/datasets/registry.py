@@ -6,10 +6,10 @@ generator; ``opts`` are :func:`~pyg_dist.datasets.synthetic.synthetic_graph` arg
 (``root`` = a ``{rowptr, col, N}`` file written by the shared benchmark generator).
 
 Every reader takes ``undirected``: ``True`` adds the reverse of every edge whose reverse is missing
-(:func:`symmetrize`; idempotent, so an already symmetric graph is unchanged and no edge is ever
-dropped), ``False`` keeps the edges as stored, ``None`` (default) follows the dataset's convention
+(:func:`~pyg_dist.datasets.direction.symmetrize`; idempotent, so an already symmetric graph is unchanged and no
+edge is ever dropped), ``False`` keeps the edges as stored, ``None`` (default) follows the dataset's convention
 (OGB's table of datasets stored one direction per line; as stored otherwise).
-:func:`edge_direction_report` says which the loaded graph is.
+:func:`~pyg_dist.datasets.direction.edge_direction_report` says which the loaded graph is.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from typing import Any, Optional, Union
 
 import torch
 
+from pyg_dist.datasets.direction import symmetrize
 from pyg_dist.errors import InvalidArgumentError
 
 _WHERE = "load_dataset"
@@ -59,55 +60,6 @@ def load_csr_file(path: Union[str, Path], x_dim: int = 0, num_classes: int = 0, 
     if train_frac:
         data.train_mask = torch.rand(n, generator=gen) < train_frac
     return data
-
-
-def symmetrize(data):
-    """Adds the reverse of every edge of ``data`` whose reverse is missing; per-edge attributes
-    (``edge_attr``, ``edge_weight``, ``edge_time``, ...) of a reverse edge copy its forward edge's.
-
-    Idempotent; duplicates and self loops of the input are kept as they are (never dropped).
-
-    Example:
-        >>> from torch_geometric.data import Data
-        >>> d = symmetrize(Data(edge_index=torch.tensor([[0, 1, 2], [1, 0, 0]]), num_nodes=3))
-        >>> d.edge_index.tolist()
-        [[0, 1, 2, 0], [1, 0, 0, 2]]
-    """
-    missing = _missing_reverse(data.edge_index, data.num_nodes)
-    if not bool(missing.any()):
-        return data
-    n_edges = data.edge_index.size(1)
-    per_edge = [k for k in data.keys() if k != "edge_index" and data.is_edge_attr(k)
-                and isinstance(data[k], torch.Tensor) and data[k].size(0) == n_edges]
-    data.edge_index = torch.cat([data.edge_index, data.edge_index[:, missing].flip(0)], 1)
-    for key in per_edge:
-        data[key] = torch.cat([data[key], data[key][missing]])
-    return data
-
-
-def _missing_reverse(edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
-    """Mask of the edges whose reverse edge is not in ``edge_index``."""
-    n = max(int(num_nodes), 1)
-    keys = edge_index[0] * n + edge_index[1]
-    return ~torch.isin(edge_index[1] * n + edge_index[0], keys)
-
-
-def edge_direction_report(data) -> str:
-    """One line saying whether every edge of a homogeneous ``data`` has its reverse.
-
-    Example:
-        >>> from torch_geometric.data import Data
-        >>> edge_direction_report(Data(edge_index=torch.tensor([[0], [1]]), num_nodes=2))
-        'edges: directed (1 of 1 edges lack their reverse; --undirected adds them)'
-    """
-    from torch_geometric.data import HeteroData
-    if isinstance(data, HeteroData):
-        return "edges: heterogeneous graph (per edge type, as loaded)"
-    missing = int(_missing_reverse(data.edge_index, data.num_nodes).sum())
-    if missing == 0:
-        return "edges: symmetric (every edge has its reverse)"
-    return (f"edges: directed ({missing} of {data.edge_index.size(1)} edges lack their reverse; "
-            "--undirected adds them)")
 
 
 def load_dataset(name: str, root: Optional[Union[str, Path]] = None, undirected: Optional[bool] = None,

@@ -13,7 +13,7 @@ from typing import List, Optional
 
 from pyg_dist._types import EdgeType, NodeType
 from pyg_dist.errors import InvalidArgumentError
-from pyg_dist.partition import meta as M
+from pyg_dist.format import meta as M
 from pyg_dist.partition.partitioner import Partitioner as NativePartitioner
 from pyg_dist.partition.pyg_writer import write_pyg_layout
 

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from pyg_dist.errors import InvalidArgumentError
-from pyg_dist.partition import meta as M
+from pyg_dist.format import meta as M
 from pyg_dist.store import feature_store as native_fs
 from pyg_dist.store import graph_store as native_gs
 from pyg_dist.store import lookup

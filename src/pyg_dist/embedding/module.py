@@ -59,7 +59,7 @@ class DistEmbedding(torch.nn.Module):
     """A partitioned, learnable embedding table (one row per node of each type).
 
     Args:
-        data: A :class:`~pyg_dist.train.DistEnv` or a ``(feature_store, graph_store)`` pair.
+        data: A :class:`~pyg_dist.train.session.DistEnv` or a ``(feature_store, graph_store)`` pair.
         dim: Width of a row.
         node_types: Node types with a row each (default: every type of the folder).
         init: ``init(global_ids, dim) -> rows`` (default :func:`normal_init`: N(0, 1), like ``nn.Embedding``).

@@ -1,7 +1,7 @@
 """What both distributed loaders share: their data and context, seeds per rank, the sampler, and the
 loader mixin (agreed batch count, in-process prefetching, stopping workers).
 
-* :func:`resolve_data` turns what the user passes (a :class:`~pyg_dist.train.DistEnv` or PyG's
+* :func:`resolve_data` turns what the user passes (a :class:`~pyg_dist.train.session.DistEnv` or PyG's
   ``(feature_store, graph_store)`` pair) into stores and a :class:`~pyg_dist.context.DistContext`.
 * Workers: :mod:`pyg_dist.loader.workers`; batches: :mod:`pyg_dist.loader.batch`.
 """
@@ -30,7 +30,7 @@ def resolve_data(where: str, data: Any, ctx: Optional[DistContext], num_workers:
             fs, gs = gs, fs
     else:
         raise InvalidArgumentError(where, "data", type(data).__name__,
-                                   "a pyg_dist.train.DistEnv or a (LocalFeatureStore, LocalGraphStore) pair")
+                                   "a pyg_dist.train.session.DistEnv or a (LocalFeatureStore, LocalGraphStore) pair")
     if not isinstance(fs, LocalFeatureStore) or not isinstance(gs, LocalGraphStore):
         raise InvalidArgumentError(where, "data", (type(fs).__name__, type(gs).__name__),
                                    "a (LocalFeatureStore, LocalGraphStore) pair")

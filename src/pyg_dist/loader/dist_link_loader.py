@@ -88,7 +88,7 @@ class DistLinkNeighborLoader(dist_base.DistLoaderMixin, KeyedLinkBatches, LinkLo
     """Mini-batches around seed edges over a partitioned graph (PyG ``LinkNeighborLoader`` API).
 
     Args:
-        data: A :class:`~pyg_dist.train.DistEnv` or a ``(feature_store, graph_store)`` pair.
+        data: A :class:`~pyg_dist.train.session.DistEnv` or a ``(feature_store, graph_store)`` pair.
         num_neighbors: Fanout per hop, or a dict per edge type.
         edge_label_index: ``None`` (every edge; an edge type for hetero) or the GLOBAL supervision
             edges ``[2, E]`` (same on every rank; each rank keeps those whose destination it owns).

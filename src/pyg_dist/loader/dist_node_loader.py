@@ -98,7 +98,7 @@ class DistNeighborLoader(dist_base.DistLoaderMixin, KeyedNodeBatches, NodeLoader
     """Mini-batches of sampled neighbourhoods over a partitioned graph (PyG ``NeighborLoader`` API).
 
     Args:
-        data: A :class:`~pyg_dist.train.DistEnv` (from :func:`~pyg_dist.train.dist_session`) or PyG's
+        data: A :class:`~pyg_dist.train.session.DistEnv` (from :func:`~pyg_dist.train.session.dist_session`) or PyG's
             ``(feature_store, graph_store)`` pair of this rank's partition.
         num_neighbors: Fanout per hop (``-1`` = all), or a dict per edge type.
         input_nodes: ``None`` (all nodes; a node type for hetero), an attribute name such as

@@ -1,6 +1,6 @@
 """Numba kernels of the range partition book: route ids by the range that holds them, in one pass.
 
-Reached only through :mod:`pyg_dist.partition.kernels`, which picks these or the torch twins in
+Reached only through :mod:`pyg_dist.ops.graph_kernels`, which picks these or the torch twins in
 :mod:`pyg_dist.ops._torch_book` (same results, same order, same dtypes). All take numpy int64 arrays;
 ``bounds`` is ascending with ``bounds[0] == 0``. Serial and ``nogil``: RPC threads route concurrently.
 """

@@ -1,6 +1,6 @@
 """Numba kernels of the partitioner: METIS' symmetric CSR and the relabelled CSC order, linear time.
 
-Reached only through :mod:`pyg_dist.partition.kernels`, which picks these or the torch twins in
+Reached only through :mod:`pyg_dist.ops.graph_kernels`, which picks these or the torch twins in
 :mod:`pyg_dist.ops._torch_csr` (same results, same order, same dtypes). Serial (``parallel=False``) on
 purpose: no threading layer is started, so a process that partitioned a graph can still fork
 DataLoader workers safely (design.md §7).
@@ -95,7 +95,7 @@ def _merge_rows(out_ptr, out_adj, in_ptr, in_adj, n, ptr, adj, write):  # pragma
 
 
 def symmetric_csr(src: Tensor, dst: Tensor, num_nodes: int) -> Tuple[np.ndarray, np.ndarray]:
-    """See :func:`pyg_dist.partition.kernels.symmetric_csr`.
+    """See :func:`pyg_dist.ops.graph_kernels.symmetric_csr`.
 
     Linear time: edges are put in (source, destination) order by two stable counting sorts, and the
     in-lists by one more by destination; input already in that order needs only one histogram and
@@ -161,7 +161,7 @@ def _relabel_csc(src, dst, inv_src, inv_dst, order_in, num_dst):  # pragma: no c
 
 def relabel_csc(edge_index: Tensor, inv_src: Tensor, inv_dst: Tensor, num_dst: int,
                 order_in: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-    """See :func:`pyg_dist.partition.kernels.relabel_csc` (one linear counting pass here)."""
+    """See :func:`pyg_dist.ops.graph_kernels.relabel_csc` (one linear counting pass here)."""
     ei = edge_index.long()
     oi = np.empty(0, dtype=np.int64) if order_in is None else order_in.numpy()
     perm, row, col, ptr = _relabel_csc(ei[0].numpy(), ei[1].numpy(), inv_src.numpy(), inv_dst.numpy(), oi, num_dst)

@@ -27,7 +27,7 @@ def _unique_pairs(a: Tensor, b: Tensor) -> Tuple[Tensor, Tensor]:
 
 
 def symmetric_csr(src: Tensor, dst: Tensor, num_nodes: int) -> Tuple[np.ndarray, np.ndarray]:
-    """See :func:`pyg_dist.partition.kernels.symmetric_csr` (here: drop loops, add the reverses, sort
+    """See :func:`pyg_dist.ops.graph_kernels.symmetric_csr` (here: drop loops, add the reverses, sort
     and deduplicate the pairs, count the rows)."""
     s, d = src.long(), dst.long()
     keep = s != d
@@ -46,7 +46,7 @@ def symmetric_csr(src: Tensor, dst: Tensor, num_nodes: int) -> Tuple[np.ndarray,
 
 def relabel_csc(edge_index: Tensor, inv_src: Tensor, inv_dst: Tensor, num_dst: int,
                 order_in: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-    """See :func:`pyg_dist.partition.kernels.relabel_csc` (here: one stable sort by new destination)."""
+    """See :func:`pyg_dist.ops.graph_kernels.relabel_csc` (here: one stable sort by new destination)."""
     ei = edge_index.long()
     new_dst = inv_dst.long().index_select(0, ei[1])
     if order_in is None:

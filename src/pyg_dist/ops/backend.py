@@ -3,7 +3,7 @@
 ``backend='auto'`` means numba for CPU tensors when numba imports, else the pure-torch kernels (which
 also run on CUDA tensors). ``'pyg-lib'`` / ``'torch-sparse'`` are whole multi-hop samplers and are
 selected by :class:`pyg_dist.sampler.NeighborSampler`, not here. The partition book's routing kernels
-and the partitioner's kernels (:mod:`pyg_dist.partition.kernels`) ask :func:`numba_available` too.
+and the partitioner's kernels (:mod:`pyg_dist.ops.graph_kernels`) ask :func:`numba_available` too.
 
 Environment switch ``$PYG_DIST_BACKEND`` (read at every call, so child processes follow their
 environment): unset, empty or ``auto`` keeps the behaviour above; ``torch`` makes pyg_dist behave

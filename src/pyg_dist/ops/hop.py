@@ -293,10 +293,11 @@ def _append(out, res: OneHop, seed_offset: int, relabeler, seed_batch: Optional[
 def _warm_batch_kernels() -> None:
     """The numba kernels of a distributed batch besides sampling: routing by owner, row copies, merges."""
     from pyg_dist.ops._numba_rows import place_segments
+    from pyg_dist.ops.graph_kernels import count_by_range, rows_in_range, split_by_range
     from pyg_dist.ops.rows import copy_rows, scatter_segments, take_rows
-    from pyg_dist.partition.book import PartitionBook
-    book, ids = PartitionBook({"_N": torch.tensor([0, 2, 4])}), torch.tensor([3, 0, 1])
-    book.split_by_owner("_N", ids), book.count_by_owner("_N", ids), book.rows_if_owned("_N", 0, ids)
+    ids, bounds = torch.tensor([3, 0, 1]), np.array([0, 2, 4], dtype=np.int64)  # what a partition book routes
+    split_by_range(ids.numpy(), bounds), count_by_range(ids.numpy(), bounds)
+    rows_in_range(ids.numpy(), 0, 2, np.empty(3, np.int64))
     for shape in ((2, 2), (2,)):  # rows of 8-byte words (features, labels) and of 4-byte ones (float time)
         copy_rows(torch.zeros((3,) + shape[1:]), ids[1:], torch.ones(shape), ids[1:])
         take_rows(torch.ones(shape), ids[1:], torch.empty((2,) + shape[1:]))

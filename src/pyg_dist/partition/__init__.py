@@ -1,32 +1,37 @@
-"""Offline graph partitioning and the partition-folder reader.
+"""Offline graph partitioning: everything that writes a partition folder (the format is :mod:`pyg_dist.format`).
 
-Write a folder with :class:`Partitioner` (or the ``pyg-dist-partition`` command), or with
-:class:`OutOfCorePartitioner` for a graph read in chunks from disk (:func:`open_chunked`); read one partition
-with :func:`load_partition`, which returns typed dicts and a :class:`PartitionBook` (range table) or a
-:class:`DensePartitionBook` (folders written by PyG's own ``Partitioner``).
+- In memory: :class:`Partitioner` (``source`` -> ``assign`` -> ``renumber`` -> ``writer``; ``pyg_writer`` for
+  PyG's layout; ``cli`` is ``pyg-dist-partition``).
+- Out of core and across machines: :mod:`pyg_dist.partition.ooc` (:class:`OutOfCorePartitioner` over a graph read in
+  chunks from disk, :func:`open_chunked`).
+
+A trainer never imports this package: read a folder with :func:`pyg_dist.format.load_partition` or the stores.
 
 Example:
     >>> from pyg_dist.datasets import synthetic_graph
-    >>> from pyg_dist.partition import Partitioner, load_partition
+    >>> from pyg_dist.partition import Partitioner
     >>> Partitioner(synthetic_graph(1000, 8), 2, method="random").save("/tmp/p2", overwrite=True)  # doctest: +SKIP
-    >>> load_partition("/tmp/p2", 0).book.owned_range("_N", 0)  # doctest: +SKIP
-    (0, 500)
 """
-from pyg_dist.partition.book import DensePartitionBook, PartitionBook
-from pyg_dist.partition.chunked import ChunkedGraph, open_chunked
-from pyg_dist.partition.meta import PartitionMeta, read_meta
-from pyg_dist.partition.out_of_core import OutOfCorePartitioner
-from pyg_dist.partition.partitioner import METHODS, PartitionConfig, Partitioner
-from pyg_dist.partition.reader import (
-    EdgeFeats,
-    GraphPart,
-    NodeFeats,
-    PartitionData,
-    load_book,
-    load_original_ids,
-    load_partition,
-)
+from __future__ import annotations
 
-__all__ = ["Partitioner", "OutOfCorePartitioner", "ChunkedGraph", "open_chunked", "PartitionConfig", "METHODS",
-           "PartitionMeta", "read_meta", "PartitionBook", "DensePartitionBook", "PartitionData", "GraphPart",
-           "NodeFeats", "EdgeFeats", "load_partition", "load_book", "load_original_ids"]
+from typing import TYPE_CHECKING
+
+from pyg_dist._lazy import lazy_names
+
+if TYPE_CHECKING:  # visible to IDEs and type checkers; imported on first use at run time
+    from pyg_dist.partition.config import METHODS, PartitionConfig
+    from pyg_dist.partition.ooc.chunked import ChunkedGraph, open_chunked
+    from pyg_dist.partition.ooc.partitioner import OutOfCorePartitioner
+    from pyg_dist.partition.partitioner import Partitioner
+
+_LAZY = {
+    # public name: the module that defines it
+    "Partitioner": "pyg_dist.partition.partitioner",
+    "PartitionConfig": "pyg_dist.partition.config",
+    "METHODS": "pyg_dist.partition.config",
+    "OutOfCorePartitioner": "pyg_dist.partition.ooc.partitioner",
+    "ChunkedGraph": "pyg_dist.partition.ooc.chunked",
+    "open_chunked": "pyg_dist.partition.ooc.chunked",
+}
+
+__getattr__, __dir__, __all__ = lazy_names(__name__, _LAZY)

@@ -15,11 +15,12 @@ import torch
 from torch import Tensor
 
 from pyg_dist._types import NodeType
-from pyg_dist.partition.kernels import symmetric_csr
+from pyg_dist.ops.graph_kernels import symmetric_csr
+from pyg_dist.partition.config import BASE_METHODS
 from pyg_dist.partition.metis import metis_kway
 from pyg_dist.partition.source import TypedGraph
 
-METHODS = ("metis", "random", "supernode")
+METHODS = BASE_METHODS  # ownership methods (hybrid builds on one of them)
 MASKS = ("train_mask", "val_mask", "test_mask")
 
 

@@ -7,7 +7,7 @@ Example::
     pyg-dist-partition --dataset synthetic --num-nodes 100000 --hetero --node-time --num-parts 4 \
         --method supernode --num-clusters 256 --sub-parts 2 --out /tmp/syn-4
     pyg-dist-partition --dataset chunked --root /data/graph --num-parts 8 --method coarsen \
-        --memory-budget 8GB --out /data/graph-8      # out-of-core (see pyg_dist.partition.out_of_core)
+        --memory-budget 8GB --out /data/graph-8      # out-of-core (see pyg_dist.partition.ooc.partitioner)
     torchrun --nnodes 2 --nproc-per-node 1 ... -m pyg_dist.partition.cli --dataset chunked ...  # 2 machines
 """
 from __future__ import annotations
@@ -18,8 +18,9 @@ import time
 from typing import Any, Dict, List, Optional
 
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
-from pyg_dist.partition.out_of_core import OOC_METHODS, OutOfCoreConfig, OutOfCorePartitioner, parse_bytes
-from pyg_dist.partition.partitioner import METHODS, PartitionConfig, Partitioner
+from pyg_dist.partition.config import METHODS, OOC_METHODS, PartitionConfig
+from pyg_dist.partition.ooc.partitioner import OutOfCorePartitioner, parse_bytes
+from pyg_dist.partition.partitioner import Partitioner
 from pyg_dist.partition.report import format_report
 from pyg_dist.partition.writer import check_output
 
@@ -145,24 +146,23 @@ def _check_out_of_core(args: argparse.Namespace) -> None:
 
 def torchrun_comm():
     """Under ``torchrun`` with more than one rank: a gloo process group (initialised here) as a
-    :class:`~pyg_dist.partition.comm.TorchComm`; otherwise the one-process :class:`Comm`."""
+    :class:`~pyg_dist.partition.ooc.comm.TorchComm`; otherwise the one-process :class:`Comm`."""
     import os
 
-    from pyg_dist.partition.comm import Comm, TorchComm
+    from pyg_dist.partition.ooc.comm import Comm, TorchComm
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         return Comm()
-    import torch.distributed as dist
-    if not dist.is_initialized():
-        dist.init_process_group("gloo")
+    from pyg_dist.group import init_process_group
+    init_process_group("gloo")  # the same set-up as a training job's (torchrun's store, keys per attempt)
     return TorchComm()
 
 
 def _run_out_of_core(args: argparse.Namespace):
     """Opens the input (a chunked folder, or any dataset loaded whole) and partitions it out-of-core, on
     every rank of a ``torchrun`` job (or alone). Returns ``(stats, rank)``."""
-    from pyg_dist.partition.chunked import open_chunked
-    OutOfCoreConfig(args.num_parts, args.method, args.seed, 30 if args.ufactor is None else args.ufactor,
-                    passes=args.passes, chunk_size=args.chunk_size)  # fail fast, before reading
+    from pyg_dist.partition.ooc.chunked import open_chunked
+    PartitionConfig(args.num_parts, args.method, seed=args.seed, ufactor=30 if args.ufactor is None else args.ufactor,
+                    passes=args.passes, chunk_size=args.chunk_size, out_of_core=True)  # fail fast, before reading
     budget = parse_bytes(args.memory_budget or "2GB")
     check_output(args.out, args.overwrite)
     if args.dataset.lower() == "chunked":
@@ -220,8 +220,8 @@ def dataset_options(args: argparse.Namespace) -> Dict[str, Any]:
 def edges_note(args: argparse.Namespace, data) -> str:
     """What happened to edge directions: the loaded graph's symmetry, and OGB's convention when the
     dataset's name is not in pyg_dist's table."""
+    from pyg_dist.datasets.direction import edge_direction_report
     from pyg_dist.datasets.ogb import known_convention
-    from pyg_dist.datasets.registry import edge_direction_report
 
     line = edge_direction_report(data)
     name = args.dataset.lower()

@@ -4,18 +4,19 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
 from tqdm.auto import tqdm
 
-from pyg_dist.errors import InvalidArgumentError, check_choice, check_positive_int
+from pyg_dist.errors import InvalidArgumentError
+from pyg_dist.format import meta as M
+from pyg_dist.format.schema import WEIGHT
 from pyg_dist.partition import assign
-from pyg_dist.partition import meta as M
+from pyg_dist.partition.config import PartitionConfig
 from pyg_dist.partition.renumber import relabel
 from pyg_dist.partition.report import folder_bytes, format_report, quality_stats
-from pyg_dist.partition.source import WEIGHT, TypedGraph, check_finite, typed_graph
+from pyg_dist.partition.source import TypedGraph, check_finite, typed_graph
 from pyg_dist.partition.writer import (
     finalize_output,
     prepare_output,
@@ -28,43 +29,6 @@ from pyg_dist.partition.writer import (
 
 _WHERE = "Partitioner"
 LOG = logging.getLogger("pyg_dist")
-#: Values of ``method``; ``hybrid`` takes node ownership from ``base_method``.
-METHODS = ("metis", "random", "supernode", "hybrid")
-
-
-@dataclass(frozen=True)
-class PartitionConfig:
-    """Validated partitioner settings (see :class:`Partitioner` for the meaning of each field)."""
-    num_parts: int
-    method: str = "metis"
-    base_method: str = "metis"
-    sub_parts: int = 1
-    num_clusters: Optional[int] = None
-    seed: int = 0
-    ufactor: int = 30
-    balance: bool = True
-    recursive: bool = False
-
-    def __post_init__(self):
-        check_positive_int(_WHERE, "num_parts", self.num_parts)
-        check_choice(_WHERE, "method", self.method, METHODS)
-        check_choice(_WHERE, "base_method", self.base_method, assign.METHODS)
-        check_positive_int(_WHERE, "sub_parts", self.sub_parts)
-        check_positive_int(_WHERE, "seed", self.seed, allow_zero=True)
-        check_positive_int(_WHERE, "ufactor", self.ufactor)
-        for name in ("balance", "recursive"):
-            if not isinstance(getattr(self, name), bool):
-                raise InvalidArgumentError(_WHERE, name, getattr(self, name), "a bool")
-        if self.num_clusters is not None:
-            check_positive_int(_WHERE, "num_clusters", self.num_clusters)
-            if self.num_clusters < self.num_parts:
-                raise InvalidArgumentError(_WHERE, "num_clusters", self.num_clusters,
-                                           f"at least num_parts ({self.num_parts}); usually >> num_parts")
-
-    @property
-    def owner_method(self) -> str:
-        """The method that decides node ownership."""
-        return self.base_method if self.method == "hybrid" else self.method
 
 
 class Partitioner:
@@ -182,7 +146,7 @@ class Partitioner:
 
 def build_meta(g, c, root, nodes, edges, names: List[str], stats, fingerprint: str,
                feature_cache: Optional[Dict[str, Any]] = None, **extra) -> M.PartitionMeta:
-    """The folder's :class:`~pyg_dist.partition.meta.PartitionMeta` (shared by the in-memory and the
+    """The folder's :class:`~pyg_dist.format.meta.PartitionMeta` (shared by the in-memory and the
     out-of-core partitioner): ``c`` its config, ``g`` a ``TypedGraph`` or ``ChunkedGraph``, ``nodes`` /
     ``edges`` per type objects with ``bounds`` (and ``sub_bounds`` / ``within_dst``), ``extra`` more
     ``pyg_dist`` keys."""

@@ -2,7 +2,7 @@
 
 Used by :class:`pyg_dist.distributed.Partitioner`, the migration layer, so that scripts written for
 PyG's module keep their seed ids and label files. Node ownership comes from pyg_dist's assignment
-(:mod:`pyg_dist.partition.assign`); the folder is read back by :mod:`pyg_dist.partition.pyg_compat`
+(:mod:`pyg_dist.partition.assign`); the folder is read back by :mod:`pyg_dist.format.pyg_compat`
 with a dense partition book. Layout (PyG's keys; hetero ids in ``graph.pt`` / ``node_feats.pt`` are in
 PyG's concatenated id space, as PyG writes them)::
 
@@ -27,7 +27,8 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from pyg_dist._types import EdgeType, NodeType
-from pyg_dist.partition import meta as M
+from pyg_dist.format import meta as M
+from pyg_dist.format.schema import EdgeEntry, GraphEntry, NodeEntry
 from pyg_dist.partition.source import TypedGraph
 from pyg_dist.partition.writer import finalize_output, prepare_output
 
@@ -39,45 +40,47 @@ def _offsets(sizes: Dict, is_hetero: bool) -> Dict:
     return out
 
 
-def _graph_entry(g: TypedGraph, et: EdgeType, eids: Tensor, eoff: int) -> Dict[str, object]:
+def _graph_entry(g: TypedGraph, et: EdgeType, eids: Tensor, eoff: int) -> GraphEntry:
     row, col = g.edge_index[et][0, eids], g.edge_index[et][1, eids]
     order = torch.sort(col, stable=True).indices
-    return {"row": row[order], "col": col[order], "edge_id": eids[order] + eoff,
-            "size": (g.num_nodes[et[0]], g.num_nodes[et[2]])}
+    return GraphEntry(row=row[order], col=col[order], edge_id=eids[order] + eoff,
+                      size=(g.num_nodes[et[0]], g.num_nodes[et[2]]))
 
 
 def _node_entry(g: TypedGraph, t: NodeType, ids: Tensor, noff: int) -> Dict[str, object]:
-    out: Dict[str, object] = {"global_id": ids + noff, "feats": {k: v[ids] for k, v in g.node_attrs[t].items()}}
+    out = NodeEntry(ids + noff, {k: v[ids] for k, v in g.node_attrs[t].items()})
     if g.is_hetero:
-        out["id"] = ids
+        out.id = ids
     if t in g.node_time:
-        out["time"] = g.node_time[t]  # PyG stores the time of every node in every partition
-    return out
+        out.time = g.node_time[t]  # PyG stores the time of every node in every partition
+    return out.to_dict()
 
 
 def _edge_entry(g: TypedGraph, et: EdgeType, eids: Tensor) -> Dict[str, object]:
-    out: Dict[str, object] = {"global_id": eids, "feats": {k: v[eids] for k, v in g.edge_attrs[et].items()}}
+    out = EdgeEntry(eids, {k: v[eids] for k, v in g.edge_attrs[et].items()})
     if et in g.edge_time:
-        out["edge_time"] = g.edge_time[et][eids]
-    return out
+        out.edge_time = g.edge_time[et][eids]
+    return out.to_dict()
 
 
 def _write_part(tmp: Path, g: TypedGraph, owners: Dict[NodeType, Tensor], edge_owner: Dict[EdgeType, Tensor],
                 p: int, noff: Dict, eoff: Dict) -> None:
-    graph: Dict[EdgeType, Dict[str, object]] = {}
+    graph: Dict[EdgeType, GraphEntry] = {}
     nodes: Dict[NodeType, Dict[str, object]] = {}
     edges: Dict[EdgeType, Dict[str, object]] = {}
     for et in g.edge_types:
         eids = (edge_owner[et] == p).nonzero().view(-1)
         graph[et] = _graph_entry(g, et, eids, eoff[et])
-        edges[et] = _edge_entry(g, et, graph[et]["edge_id"] - eoff[et])
+        edges[et] = _edge_entry(g, et, graph[et].edge_id - eoff[et])
     for t in g.node_types:
         nodes[t] = _node_entry(g, t, (owners[t] == p).nonzero().view(-1), noff[t])
     d = M.part_dir(tmp, p)
     d.mkdir()
-    for name, entries in (("graph.pt", graph), ("node_feats.pt", nodes), ("edge_feats.pt", edges)):
+    saved = {et: e.to_dict() for et, e in graph.items()}
+    for path, entries in ((M.graph_path(tmp, p), saved), (M.node_feats_path(tmp, p), nodes),
+                          (M.edge_feats_path(tmp, p), edges)):
         # PyG's homogeneous files are the single type's entry itself
-        torch.save(entries if g.is_hetero else next(iter(entries.values())), d / name)
+        torch.save(entries if g.is_hetero else next(iter(entries.values())), path)
 
 
 def write_pyg_layout(g: TypedGraph, owners: Dict[NodeType, Tensor], root, num_parts: int,

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from pyg_dist._types import EdgeType, NodeType
-from pyg_dist.partition.kernels import relabel_csc
+from pyg_dist.ops.graph_kernels import relabel_csc
 from pyg_dist.partition.source import TypedGraph
 
 

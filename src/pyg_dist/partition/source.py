@@ -8,25 +8,22 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import torch
 from torch import Tensor
 
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE, EdgeType, NodeType
 from pyg_dist.errors import InvalidArgumentError
+from pyg_dist.format.schema import EDGE_TIME, NODE_TIME
 
 _WHERE = "Partitioner"
-#: Node attribute names that carry node timestamps / edge attribute names that carry edge timestamps.
-NODE_TIME, EDGE_TIME = "time", "edge_time"
-#: The edge attribute exposed to samplers as the edge weight.
-WEIGHT = "edge_weight"
 _SKIP = {"num_nodes", "edge_index"}
 
 
 class NodeShape:
     """Node types and counts (``num_nodes``) and the concatenated id space over them, shared by
-    :class:`TypedGraph` and :class:`~pyg_dist.partition.chunked.ChunkedGraph`."""
+    :class:`TypedGraph` and :class:`~pyg_dist.partition.ooc.chunked.ChunkedGraph`."""
     num_nodes: Dict[NodeType, int]
 
     @property
@@ -133,22 +130,29 @@ def check_finite(g: TypedGraph, allow: bool) -> List[str]:
         InvalidArgumentError: naming the first such attribute, its count and a few rows, unless ``allow``.
     """
     found = []
-    groups = list(g.node_attrs.items()) + list(g.edge_attrs.items())
-    for group, attrs in groups:
+    for group, attrs in list(g.node_attrs.items()) + list(g.edge_attrs.items()):
         for key, value in attrs.items():
-            if not value.is_floating_point():
-                continue
-            if not value.numel():
-                continue
-            bad = ~torch.isfinite(value.reshape(value.size(0), -1)).all(1)
-            if bool(bad.any()):
-                rows = bad.nonzero().view(-1)
-                line = f"data[{group!r}].{key}: {rows.numel()} rows with NaN/inf (e.g. rows {rows[:5].tolist()})"
-                if not allow:
-                    raise InvalidArgumentError(_WHERE, f"data[{group!r}].{key}", line, "finite values (or "
-                                               "allow_nonfinite=True / --allow-nonfinite to keep them)")
+            line = nonfinite_rows(_WHERE, f"data[{group!r}].{key}", value, allow)
+            if line is not None:
                 found.append(line)
     return found
+
+
+def nonfinite_rows(where: str, name: str, value: Tensor, allow: bool, scope: str = "") -> Optional[str]:
+    """The one NaN / inf check of both partitioners: ``None`` when the floating ``value`` (rows in dim 0) is
+    finite, else a report line (``"<name>: N rows with NaN/inf<scope> (e.g. rows [...])"``), or, unless
+    ``allow``, an :class:`InvalidArgumentError` from ``where`` naming ``name`` with that line."""
+    if not value.is_floating_point() or not value.numel():
+        return None
+    bad = ~torch.isfinite(value.reshape(value.size(0), -1)).all(1)
+    if not bool(bad.any()):
+        return None
+    rows = bad.nonzero().view(-1)
+    line = f"{name}: {rows.numel()} rows with NaN/inf{scope} (e.g. rows {rows[:5].tolist()})"
+    if not allow:
+        raise InvalidArgumentError(where, name, line, "finite values (or allow_nonfinite=True / --allow-nonfinite "
+                                   "to keep them)")
+    return line
 
 
 def _check_edge_index(etype: EdgeType, store, num_nodes: Dict[NodeType, int]) -> Tensor:

@@ -18,9 +18,18 @@ from tqdm.auto import tqdm
 
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE, EdgeType, NodeType, untyped
 from pyg_dist.errors import InvalidArgumentError
-from pyg_dist.partition import meta as M
+from pyg_dist.format import meta as M
+from pyg_dist.format.cache_file import (
+    DEFAULT_CACHE_ATTRS,
+    CacheEntry,
+    degree_ranked,
+    rows_within,
+    save_feature_cache,
+    save_topology_cache,
+)
+from pyg_dist.format.schema import WEIGHT, EdgeEntry, GraphEntry, NodeEntry, TopologyCacheEntry
 from pyg_dist.partition.renumber import EdgeOrder, NodeOrder
-from pyg_dist.partition.source import WEIGHT, TypedGraph
+from pyg_dist.partition.source import TypedGraph
 
 _WHERE = "Partitioner"
 
@@ -92,26 +101,25 @@ def graph_part(g: TypedGraph, et: EdgeType, eo: EdgeOrder, dst: NodeOrder, p: in
     else:
         lo, hi = int(eo.bounds[p]), int(eo.bounds[p + 1])
         d_lo, d_hi = int(dst.bounds[p]), int(dst.bounds[p + 1])
-    out = {"row": eo.row[lo:hi].clone(), "col": eo.col[lo:hi].clone(), "edge_id": torch.arange(lo, hi),
-           "size": (g.num_nodes[et[0]], g.num_nodes[et[2]]),
-           "colptr": eo.colptr[d_lo:d_hi + 1] - lo, "dst_start": d_lo, "dst_end": d_hi}
+    out = GraphEntry(row=eo.row[lo:hi].clone(), col=eo.col[lo:hi].clone(), edge_id=torch.arange(lo, hi),
+                     size=(g.num_nodes[et[0]], g.num_nodes[et[2]]),
+                     colptr=eo.colptr[d_lo:d_hi + 1] - lo, dst_start=d_lo, dst_end=d_hi)
     if hybrid:
         if et in g.edge_time:
-            out["edge_time"] = _take(g.edge_time[et], eo.perm)
+            out.edge_time = _take(g.edge_time[et], eo.perm)
         if WEIGHT in g.edge_attrs[et]:
-            out["weight"] = _take(g.edge_attrs[et][WEIGHT], eo.perm)
-    return out
+            out.weight = _take(g.edge_attrs[et][WEIGHT], eo.perm)
+    return out.to_dict()
 
 
 def node_part(g: TypedGraph, t: NodeType, no: NodeOrder, p: int) -> Dict[str, object]:
     """``node_feats.pt`` entry: ``global_id``, ``feats`` (every node attribute), ``time`` of owned nodes."""
     lo, hi = int(no.bounds[p]), int(no.bounds[p + 1])
     idx = no.perm[lo:hi]
-    out = {"global_id": torch.arange(lo, hi),
-           "feats": {k: _take(v, idx) for k, v in g.node_attrs.get(t, {}).items()}}
+    out = NodeEntry(torch.arange(lo, hi), {k: _take(v, idx) for k, v in g.node_attrs.get(t, {}).items()})
     if t in g.node_time:
-        out["time"] = _take(g.node_time[t], idx)
-    return out
+        out.time = _take(g.node_time[t], idx)
+    return out.to_dict()
 
 
 def edge_part(g: TypedGraph, et: EdgeType, eo: EdgeOrder, p: int) -> Optional[Dict[str, object]]:
@@ -121,10 +129,10 @@ def edge_part(g: TypedGraph, et: EdgeType, eo: EdgeOrder, p: int) -> Optional[Di
         return None
     lo, hi = int(eo.bounds[p]), int(eo.bounds[p + 1])
     idx = eo.perm[lo:hi]
-    out = {"global_id": torch.arange(lo, hi), "feats": {k: _take(v, idx) for k, v in attrs.items()}}
+    out = EdgeEntry(torch.arange(lo, hi), {k: _take(v, idx) for k, v in attrs.items()})
     if et in g.edge_time:
-        out["edge_time"] = _take(g.edge_time[et], idx)
-    return out
+        out.edge_time = _take(g.edge_time[et], idx)
+    return out.to_dict()
 
 
 def _write_part(root: Path, g: TypedGraph, nodes: Dict[NodeType, NodeOrder],
@@ -186,12 +194,10 @@ def write_caches(root: Path, g: TypedGraph, nodes: Dict[NodeType, NodeOrder], ed
     ``i``'s owned nodes (policy ``"degree"``), as many as ``cache_ratio`` of the partition's own bytes of
     the cached attributes allow, with their rows (see :mod:`pyg_dist.store.cache`). With ``topology``
     also ``part_<i>/topology_cache.pt``: the in-edges of those nodes (:func:`topology_entries`)."""
-    from pyg_dist.store.cache import CacheEntry, FeatureCache
-    from pyg_dist.store.cache_fill import DEFAULT_ATTRS, rank_by_count, rows_within, source_counts
     for p in range(num_parts):
         entries = {}
         for t, no in nodes.items():
-            cols = {n: v for n, v in g.node_attrs.get(t, {}).items() if n in DEFAULT_ATTRS}
+            cols = {n: v for n, v in g.node_attrs.get(t, {}).items() if n in DEFAULT_CACHE_ATTRS}
             if t in g.node_time:
                 cols["time"] = g.node_time[t]
             lo, hi = int(no.bounds[p]), int(no.bounds[p + 1])
@@ -202,15 +208,15 @@ def write_caches(root: Path, g: TypedGraph, nodes: Dict[NodeType, NodeOrder], ed
             sources = [eo.row[int(eo.bounds[p]):int(eo.bounds[p + 1])] for et, eo in edges.items() if et[0] == t]
             owned = torch.zeros(g.num_nodes[t], dtype=torch.bool)
             owned[lo:hi] = True
-            ids = torch.sort(rank_by_count(source_counts(sources, g.num_nodes[t]), owned)[:n]).values
+            ids = torch.sort(degree_ranked(sources, owned)[:n]).values
             orig = no.perm.index_select(0, ids)
             entries[t] = CacheEntry(ids, {k: _take(v, orig) for k, v in cols.items()})
         info = {"policy": "degree", "cache_ratio": cache_ratio, "part": p, "fingerprint": fingerprint}
-        FeatureCache(entries, info).save(M.feature_cache_path(root, p))
+        save_feature_cache(M.feature_cache_path(root, p), entries, info)
         if topology:
             topo = {M.edge_type_str(et): topology_entries(eo, entries[et[2]].ids)
                     for et, eo in edges.items() if et[2] in entries}
-            _save({"info": info, "types": topo}, M.topology_cache_path(root, p))
+            save_topology_cache(M.topology_cache_path(root, p), info, topo)
 
 
 def topology_entries(eo: EdgeOrder, ids: Tensor) -> Dict[str, Tensor]:
@@ -219,4 +225,4 @@ def topology_entries(eo: EdgeOrder, ids: Tensor) -> Dict[str, Tensor]:
     starts, counts = eo.colptr.index_select(0, ids), eo.colptr.index_select(0, ids + 1) - eo.colptr.index_select(0, ids)
     offsets = torch.cumsum(counts, 0) - counts
     pos = torch.repeat_interleave(starts - offsets, counts) + torch.arange(int(counts.sum()))
-    return {"ids": ids, "count": counts, "row": eo.row.index_select(0, pos), "edge_id": pos}
+    return TopologyCacheEntry(ids, counts, eo.row.index_select(0, pos), pos).to_dict()

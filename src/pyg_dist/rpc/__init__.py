@@ -12,13 +12,45 @@ Typical use in every process of the world::
         futs = [rpc.call_async(p, "one_hop", req) for p, req in plan]   # or: issue all, then
         replies = rpc.run_coroutine(gather_them(futs), timeout=60)      # await on the loop
 """
-from .aio import get_loop, run_coroutine, stop_loop, submit_coroutine, wrap_torch_future
-from .callees import CallReply, register_callee, registered_callees, unregister_callee
-from .calls import RpcFuture, call, call_async
-from .runtime import check_port_free, current_context, init_rpc, is_initialized, rpc_session, shutdown_rpc
+from __future__ import annotations
 
-__all__ = [
-    "CallReply", "RpcFuture", "call", "call_async", "check_port_free", "current_context", "get_loop",
-    "init_rpc", "is_initialized", "register_callee", "registered_callees", "rpc_session",
-    "run_coroutine", "shutdown_rpc", "stop_loop", "submit_coroutine", "unregister_callee", "wrap_torch_future",
-]
+from typing import TYPE_CHECKING
+
+from pyg_dist._lazy import lazy_names
+
+if TYPE_CHECKING:  # visible to IDEs and type checkers; imported on first use at run time
+    from pyg_dist.rpc.aio import get_loop, run_coroutine, stop_loop, submit_coroutine, wrap_torch_future
+    from pyg_dist.rpc.callees import CallReply, register_callee, registered_callees, unregister_callee
+    from pyg_dist.rpc.calls import RpcFuture, call, call_async
+    from pyg_dist.rpc.runtime import (
+        check_port_free,
+        current_context,
+        init_rpc,
+        is_initialized,
+        rpc_session,
+        shutdown_rpc,
+    )
+
+_LAZY = {
+    # public name: the module that defines it
+    "get_loop": "pyg_dist.rpc.aio",
+    "run_coroutine": "pyg_dist.rpc.aio",
+    "stop_loop": "pyg_dist.rpc.aio",
+    "submit_coroutine": "pyg_dist.rpc.aio",
+    "wrap_torch_future": "pyg_dist.rpc.aio",
+    "CallReply": "pyg_dist.rpc.callees",
+    "register_callee": "pyg_dist.rpc.callees",
+    "registered_callees": "pyg_dist.rpc.callees",
+    "unregister_callee": "pyg_dist.rpc.callees",
+    "RpcFuture": "pyg_dist.rpc.calls",
+    "call": "pyg_dist.rpc.calls",
+    "call_async": "pyg_dist.rpc.calls",
+    "check_port_free": "pyg_dist.rpc.runtime",
+    "current_context": "pyg_dist.rpc.runtime",
+    "init_rpc": "pyg_dist.rpc.runtime",
+    "is_initialized": "pyg_dist.rpc.runtime",
+    "rpc_session": "pyg_dist.rpc.runtime",
+    "shutdown_rpc": "pyg_dist.rpc.runtime",
+}
+
+__getattr__, __dir__, __all__ = lazy_names(__name__, _LAZY)

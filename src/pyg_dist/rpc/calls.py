@@ -33,7 +33,8 @@ from typing import Any, Optional
 import torch
 
 from ..errors import InvalidArgumentError, PyGDistError, RemoteCallError, RpcTimeoutError, check_seconds
-from . import aio, callees, runtime
+from . import aio, callees
+from .state import live_state, require_state, torch_rpc
 
 #: Extra seconds a waiter allows beyond the call's own timeout before giving up on torch's verdict.
 _GRACE = 5.0
@@ -41,7 +42,7 @@ _GRACE = 5.0
 
 def _remote_serve(op: str, payload: Any) -> callees.CallReply:
     """Runs on the serving process (shipped by reference through torch RPC)."""
-    state = runtime._live_state()
+    state = live_state()
     return callees.serve(op, payload, served_by=state.name if state else "")
 
 
@@ -128,7 +129,7 @@ def call_async(partition: int, op: str, payload: Any = None, *, timeout: Optiona
         InvalidArgumentError: bad partition, unknown op, non-dataclass payload, bad timeout.
     """
     where = "call_async"
-    state = runtime._require_state(where)
+    state = require_state(where)
     ctx = state.ctx
     if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition < ctx.num_partitions:
         raise InvalidArgumentError(where, "partition", partition, f"an int in [0, {ctx.num_partitions})")
@@ -141,7 +142,7 @@ def call_async(partition: int, op: str, payload: Any = None, *, timeout: Optiona
         fut: torch.futures.Future = torch.futures.Future()
         fut.set_result(callees.serve(op, payload, served_by=state.name))
     else:
-        rpc = runtime._torch_rpc()
+        rpc = torch_rpc()
         fut = rpc.rpc_async(name, _remote_serve, args=(op, payload), timeout=timeout)
     return RpcFuture(fut, op, partition, target, name, timeout)
 

@@ -22,6 +22,8 @@ from datetime import timedelta
 from typing import Any, Dict, Optional, Tuple
 
 from ..context import DistContext
+from ..group import attempt_store
+from .state import live_state
 
 _LEFT_KEY = "pyg_dist/rpc_left"
 # (pid, port) -> the TCPStore server this process hosts for RPC rendezvous on that port.
@@ -39,7 +41,7 @@ def _listen_on(addr: str, port: int):
     address when set), never all interfaces."""
     import socket
 
-    from .iface import listen_address
+    from pyg_dist.iface import listen_address
     addr = listen_address(addr)
     family, kind, proto, _, sockaddr = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM)[0]
     sock = socket.socket(family, kind, proto)
@@ -68,19 +70,6 @@ def is_hosting(ctx: DistContext) -> bool:
 
 #: Scheme of the trainer world's rendezvous under torchrun: torchrun's agent store, one key space per attempt.
 ATTEMPT_SCHEME = "pygdistattempt"
-
-
-def attempt_store(world_size: int, timeout: timedelta):
-    """A client of torchrun's agent store (``MASTER_ADDR:MASTER_PORT``) with its keys under
-    ``pyg_dist/attempt_<TORCHELASTIC_RESTART_COUNT>/``. torchrun's store outlives an elastic restart, and
-    torch's own ``env://`` rendezvous would let a restarted process read the addresses the previous
-    attempt's processes left there (and connect to dead ports: measured with torch 2.13's c10d backend)."""
-    import torch.distributed as dist
-
-    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size, False,
-                          timeout=timeout)
-    return dist.PrefixStore(f"pyg_dist/attempt_{attempt}", store)
 
 
 def _attempt_rendezvous(url: str, timeout: timedelta = timedelta(seconds=300), **_):
@@ -117,9 +106,7 @@ def host_store(ctx: DistContext, timeout: float) -> None:
 
 def has_arrived() -> bool:
     """Runs on a peer (shipped by reference): has that process entered ``shutdown_rpc``?"""
-    from . import runtime
-
-    state = runtime._live_state()
+    state = live_state()
     return state is not None and state.leaving
 
 

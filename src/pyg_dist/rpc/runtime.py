@@ -16,7 +16,6 @@ import importlib.util
 import os
 import socket
 import threading
-from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
 from ..context import AGENT_STORE_ENV, DistContext
@@ -29,39 +28,10 @@ from ..errors import (
     check_seconds,
 )
 from . import aio, leave
+from .state import LOCK, WorldState, live_state, set_state, torch_rpc
 
 DEFAULT_INIT_TIMEOUT = 120.0
 DEFAULT_SHUTDOWN_TIMEOUT = 120.0
-
-
-@dataclass
-class _State:
-    ctx: DistContext
-    name: str
-    pid: int
-    uses_rpc: bool
-    call_timeout: float
-    ready: bool = False
-    leaving: bool = False  # read by peers' arrival barrier (leave.has_arrived)
-
-
-_LOCK = threading.RLock()
-_STATE: Optional[_State] = None
-
-
-def _live_state() -> Optional[_State]:
-    state = _STATE
-    if state is None or state.pid != os.getpid():
-        return None
-    return state
-
-
-def _torch_rpc():
-    import torch.distributed.rpc as rpc
-
-    if not rpc.is_available():
-        raise PyGDistError("this torch build has no torch.distributed.rpc; pyg_dist's RPC needs it")
-    return rpc
 
 
 def _run_bounded(fn: Callable[[], Any], timeout: float, what: str) -> Any:
@@ -137,13 +107,13 @@ def _transport_kwargs() -> dict:
 
 def _start_torch_rpc(ctx: DistContext, name: str, timeout: float, call_timeout: float,
                      num_threads: int) -> None:
-    rpc = _torch_rpc()
+    rpc = torch_rpc()
     if importlib.util.find_spec("numpy") is None:
         raise PyGDistError("torch RPC needs numpy importable (its init gathers objects with it); "
                            "pip install numpy")
     if ctx.hosts_rpc_store and not leave.is_hosting(ctx):
         check_port_free(leave.rpc_port(ctx))
-    from .iface import apply_ifname
+    from pyg_dist.iface import apply_ifname
     apply_ifname()
     method = leave.init_method(ctx)
     opts = rpc.TensorPipeRpcBackendOptions(init_method=method, rpc_timeout=call_timeout,
@@ -196,7 +166,6 @@ def init_rpc(ctx: DistContext, *, timeout: float = DEFAULT_INIT_TIMEOUT,
         True
         >>> shutdown_rpc()
     """
-    global _STATE
     where = "init_rpc"
     if not isinstance(ctx, DistContext):
         raise InvalidArgumentError(where, "ctx", ctx, "a pyg_dist.context.DistContext")
@@ -210,27 +179,27 @@ def init_rpc(ctx: DistContext, *, timeout: float = DEFAULT_INIT_TIMEOUT,
     if rpc_rank is None:  # a trainer whose sampler workers join RPC instead (not ctx.joins_rpc)
         raise InvalidArgumentError(where, "ctx", ctx, "a context that joins RPC: num_workers=0, or "
                                    "ctx.for_worker(i) inside sampler worker i")
-    with _LOCK:
-        state = _live_state()
+    with LOCK:
+        state = live_state()
         if state is not None:
             if state.ctx == ctx:
                 return
             raise InvalidArgumentError(where, "ctx", ctx, f"the context RPC already runs with ({state.name}); "
                                        "call shutdown_rpc() first")
         name = ctx.worker_name(rpc_rank)
-        state = _State(ctx, name, os.getpid(), uses_rpc=ctx.num_partitions > 1, call_timeout=call_timeout)
-        _STATE = state  # visible to callees that run while the rendezvous completes
+        state = WorldState(ctx, name, os.getpid(), uses_rpc=ctx.num_partitions > 1, call_timeout=call_timeout)
+        set_state(state)  # visible to callees that run while the rendezvous completes
         try:
             if state.uses_rpc:
                 _start_torch_rpc(ctx, name, timeout, call_timeout, num_threads)
         except BaseException:
-            _STATE = None
+            set_state(None)
             raise
         state.ready = True
 
 
-def _shutdown_torch_rpc(state: _State, graceful: bool, timeout: float) -> Optional[str]:
-    rpc, ctx = _torch_rpc(), state.ctx
+def _shutdown_torch_rpc(state: WorldState, graceful: bool, timeout: float) -> Optional[str]:
+    rpc, ctx = torch_rpc(), state.ctx
     problem = leave.arrival_barrier(rpc, ctx, timeout) if graceful else None
     together = graceful and problem is None  # torch's own graceful path would wait for the dead
     what = f"rpc.shutdown(graceful={together}) of {state.name}"
@@ -262,10 +231,9 @@ def shutdown_rpc(graceful: bool = True, timeout: float = DEFAULT_SHUTDOWN_TIMEOU
             local RPC was still shut down.
         RpcTimeoutError: torch's shutdown itself hung past its bound (process state is then unknown).
     """
-    global _STATE
     timeout = check_seconds("shutdown_rpc", "timeout", timeout)
-    with _LOCK:
-        state = _live_state()
+    with LOCK:
+        state = live_state()
         if state is None:
             return
         state.ready, state.leaving = False, True  # callees still running keep their context
@@ -274,7 +242,7 @@ def shutdown_rpc(graceful: bool = True, timeout: float = DEFAULT_SHUTDOWN_TIMEOU
             if state.uses_rpc:
                 problem = _shutdown_torch_rpc(state, graceful, timeout)
         finally:
-            _STATE = None
+            set_state(None)
             aio.stop_loop()
     if problem is not None:
         raise PyGDistError(f"graceful RPC shutdown of {state.name} failed; local RPC was shut down: {problem}")
@@ -282,25 +250,17 @@ def shutdown_rpc(graceful: bool = True, timeout: float = DEFAULT_SHUTDOWN_TIMEOU
 
 def is_initialized() -> bool:
     """True when this process has completed :func:`init_rpc` and not shut down."""
-    state = _live_state()
+    state = live_state()
     return state is not None and state.ready
 
 
 def current_context() -> DistContext:
     """The context RPC was initialised with in this process (callees use it to know their partition)."""
-    state = _live_state()
+    state = live_state()
     if state is None:
         raise NotInitializedError("pyg_dist RPC is not initialised in this process; call "
                                   "pyg_dist.rpc.init_rpc(ctx) first")
     return state.ctx
-
-
-def _require_state(where: str) -> _State:
-    state = _live_state()
-    if state is None:
-        raise NotInitializedError(f"{where}: pyg_dist RPC is not initialised in this process; call "
-                                  "pyg_dist.rpc.init_rpc(ctx) first")
-    return state
 
 
 @contextlib.contextmanager

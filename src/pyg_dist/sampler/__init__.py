@@ -11,14 +11,22 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pyg_dist._lazy import lazy_names
-from pyg_dist.sampler.neighbor import NeighborSampler
-from pyg_dist.sampler.output import TypedSample, to_sampler_output
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # visible to IDEs and type checkers; imported on first use at run time
+    from pyg_dist.sampler.cache_policy import build_cache
     from pyg_dist.sampler.dist_neighbor import DistNeighborSampler
+    from pyg_dist.sampler.neighbor import NeighborSampler
+    from pyg_dist.sampler.output import TypedSample, to_sampler_output
     from pyg_dist.sampler.stats import SamplerStats
 
-_LAZY = {"DistNeighborSampler": "pyg_dist.sampler.dist_neighbor", "SamplerStats": "pyg_dist.sampler.stats"}
+_LAZY = {
+    # public name: the module that defines it
+    "NeighborSampler": "pyg_dist.sampler.neighbor",
+    "TypedSample": "pyg_dist.sampler.output",
+    "to_sampler_output": "pyg_dist.sampler.output",
+    "DistNeighborSampler": "pyg_dist.sampler.dist_neighbor",
+    "SamplerStats": "pyg_dist.sampler.stats",
+    "build_cache": "pyg_dist.sampler.cache_policy",
+}
 
-__getattr__, __dir__, __all__ = lazy_names(__name__, _LAZY,
-                                           eager=("NeighborSampler", "TypedSample", "to_sampler_output"))
+__getattr__, __dir__, __all__ = lazy_names(__name__, _LAZY)

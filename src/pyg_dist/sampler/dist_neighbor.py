@@ -6,7 +6,7 @@ partition, the local part sampled meanwhile), then one feature round (:mod:`.fea
 
 Serving: every process that joins RPC answers its peers for its partition (one-hop sampling and feature
 lookups) once :func:`serve_partition` has registered the callees, which must happen before
-``init_rpc``. :func:`pyg_dist.train.dist_session` does it for the trainers (``num_workers=0``); the
+``init_rpc``. :func:`pyg_dist.train.session.dist_session` does it for the trainers (``num_workers=0``); the
 loaders' sampler workers do it in their ``worker_init_fn`` (``num_workers > 0``).
 """
 from __future__ import annotations
@@ -37,10 +37,12 @@ WEIGHT_ATTR = "edge_weight"
 
 
 def serve_partition(graph_store, feature_store) -> None:
-    """Serves this process's partition to its peers: one-hop sampling and feature lookups.
+    """Serves this process's partition to its peers: one-hop sampling and feature lookups. The one way to
+    serve a partition (:func:`~pyg_dist.train.session.dist_session` calls it; so do sampler workers).
 
     Call it in every process that joins RPC, before ``init_rpc``; it replaces whatever served these
-    names before (one partition per process).
+    names before (one partition per process). ``graph_store=None`` serves feature lookups only (a world
+    that fetches features but samples nowhere else).
 
     Example:
         >>> graph, feats = load_stores(root, ctx=ctx)           # doctest: +SKIP
@@ -48,10 +50,11 @@ def serve_partition(graph_store, feature_store) -> None:
     """
     from pyg_dist import rpc
     from pyg_dist.store import LocalFeatureStore
-    graph = SamplingGraph.from_store(_check_graph_store(graph_store))
     if not isinstance(feature_store, LocalFeatureStore):
         raise InvalidArgumentError("serve_partition", "feature_store", feature_store, "a LocalFeatureStore")
-    rpc.register_callee(ONE_HOP_OP, functools.partial(serve_one_hop, graph), replace=True)
+    if graph_store is not None:
+        graph = SamplingGraph.from_store(_check_graph_store(graph_store))
+        rpc.register_callee(ONE_HOP_OP, functools.partial(serve_one_hop, graph), replace=True)
     feature_store.serve(replace=True)
 
 

@@ -18,7 +18,7 @@ from pyg_dist._types import EdgeType, NodeType
 from pyg_dist.ops import CSC
 
 if TYPE_CHECKING:
-    from pyg_dist.partition.book import DensePartitionBook, PartitionBook
+    from pyg_dist.format.book import DensePartitionBook, PartitionBook
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class SamplingGraph:
     def in_memory(node_types: List[NodeType], edge_types: List[EdgeType], num_nodes: Dict[NodeType, int],
                   csc: Dict[EdgeType, CSC], node_time: Optional[Dict[NodeType, Tensor]] = None) -> "SamplingGraph":
         """A whole graph held by this process: one partition owning every id."""
-        from pyg_dist.partition.book import PartitionBook
+        from pyg_dist.format.book import PartitionBook
         book = PartitionBook({t: torch.tensor([0, n]) for t, n in num_nodes.items()})
         full = {et: (0, num_nodes[et[2]]) for et in edge_types}
         return SamplingGraph(0, list(node_types), list(edge_types), dict(num_nodes), dict(csc), full, dict(full),

@@ -9,7 +9,7 @@ frontier order, so the batch relabels exactly as a one-process sampler would.
 
 Example:
     >>> import torch
-    >>> from pyg_dist.partition.book import PartitionBook
+    >>> from pyg_dist.format.book import PartitionBook
     >>> from pyg_dist.sampler.graph import SamplingGraph
     >>> book = PartitionBook({"_N": torch.tensor([0, 5, 10])})
     >>> et = ("_N", "_E", "_N")

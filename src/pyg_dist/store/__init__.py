@@ -19,43 +19,31 @@ most; the partitioner can write one into the folder (``--cache-ratio``), then it
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import TYPE_CHECKING
 
-from pyg_dist.store.cache import FeatureCache
-from pyg_dist.store.cache_fill import build_cache
-from pyg_dist.store.feature_store import GlobalTensorAttr, LocalFeatureStore
-from pyg_dist.store.folder import open_partition
-from pyg_dist.store.graph_store import LocalGraphStore
-from pyg_dist.store.lookup import LOOKUP_OP, FeatureQuery, LookupFuture, LookupReply, LookupRequest
+from pyg_dist._lazy import lazy_names
 
+if TYPE_CHECKING:  # visible to IDEs and type checkers; imported on first use at run time
+    from pyg_dist.store.cache import FeatureCache
+    from pyg_dist.store.feature_store import GlobalTensorAttr, LocalFeatureStore
+    from pyg_dist.store.folder import open_partition
+    from pyg_dist.store.graph_store import LocalGraphStore
+    from pyg_dist.store.lookup import LOOKUP_OP, FeatureQuery, LookupFuture, LookupReply, LookupRequest
+    from pyg_dist.store.open import load_stores
 
-def load_stores(root, part: Optional[int] = None, *, ctx=None,
-                mmap: bool = True) -> Tuple[LocalGraphStore, LocalFeatureStore]:
-    """Opens one partition (loaded once) as a graph store and a feature store.
+_LAZY = {
+    # public name: the module that defines it
+    "LocalGraphStore": "pyg_dist.store.graph_store",
+    "LocalFeatureStore": "pyg_dist.store.feature_store",
+    "GlobalTensorAttr": "pyg_dist.store.feature_store",
+    "load_stores": "pyg_dist.store.open",
+    "open_partition": "pyg_dist.store.folder",
+    "FeatureCache": "pyg_dist.store.cache",
+    "LOOKUP_OP": "pyg_dist.store.lookup",
+    "FeatureQuery": "pyg_dist.store.lookup",
+    "LookupRequest": "pyg_dist.store.lookup",
+    "LookupReply": "pyg_dist.store.lookup",
+    "LookupFuture": "pyg_dist.store.lookup",
+}
 
-    Args:
-        root: A partition folder written by pyg_dist (or by PyG's ``Partitioner``).
-        part: Partition index; default ``ctx.partition``.
-        ctx: The process's :class:`~pyg_dist.context.DistContext`; when given, the folder must have
-            ``ctx.num_partitions`` partitions.
-        mmap: Memory-map the tensors (default): processes on one machine share one copy of the
-            partition through the page cache, and opening is instant. ``False`` reads them into
-            private memory (shared with forked children copy-on-write only).
-
-    Raises:
-        PartitionFormatError: naming the file: META.json missing or corrupt, a partition count that
-            differs from the world's, any partition's file missing, sizes that disagree with META.
-        InvalidArgumentError: ``part`` out of range (or missing without ``ctx``).
-
-    Example:
-        >>> graph, feats = load_stores("/tmp/demo-2", 0)          # doctest: +SKIP
-        >>> feats.get_global_id(mask="train_mask")[:3]            # doctest: +SKIP
-        tensor([0, 4, 9])
-    """
-    data = open_partition("load_stores", root, part, ctx, mmap)
-    return LocalGraphStore(data, mmap=mmap), LocalFeatureStore(data, mmap=mmap)
-
-
-__all__ = ["LocalGraphStore", "LocalFeatureStore", "GlobalTensorAttr", "load_stores", "FeatureCache", "build_cache",
-           "LOOKUP_OP",
-           "FeatureQuery", "LookupRequest", "LookupReply", "LookupFuture"]
+__getattr__, __dir__, __all__ = lazy_names(__name__, _LAZY)

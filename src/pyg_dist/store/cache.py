@@ -36,26 +36,11 @@ from torch import Tensor
 
 from pyg_dist._types import HOMO_NODE
 from pyg_dist.errors import InvalidArgumentError, PartitionFormatError
+from pyg_dist.format.cache_file import CacheEntry, read_feature_cache, save_feature_cache
 
 #: Largest slot map (bytes) a process builds; above it, lookups binary-search the sorted ids.
 SLOT_MAP_LIMIT = 1 << 30
 _WHERE = "FeatureCache"
-
-
-@dataclass
-class CacheEntry:
-    """The cached rows of one node type: ``ids`` (sorted global ids) and ``cols[name][i]`` = row of ``ids[i]``."""
-    ids: Tensor
-    cols: Dict[str, Tensor]
-
-    @property
-    def row_bytes(self) -> int:
-        """Bytes of one cached row over all attributes, its id included."""
-        return 8 + sum(c[0].numel() * c.element_size() if c.size(0) else 0 for c in self.cols.values())
-
-    @property
-    def nbytes(self) -> int:
-        return self.ids.numel() * 8 + sum(c.numel() * c.element_size() for c in self.cols.values())
 
 
 @dataclass
@@ -130,7 +115,7 @@ class FeatureCache:
             slot = self.slots(group, ids.index_select(0, pos))
             hit = slot >= 0
             return pos[hit], slot[hit], pos[~hit]
-        from pyg_dist.partition.kernels import split_by_slot
+        from pyg_dist.ops.graph_kernels import split_by_slot
         hit_pos, hit_slot, miss = split_by_slot(ids.numpy(), pos.to(torch.int64).numpy(), table.numpy(), lo)
         return torch.from_numpy(hit_pos), torch.from_numpy(hit_slot), torch.from_numpy(miss)
 
@@ -187,19 +172,13 @@ class FeatureCache:
     # ------------------------------------------------------------------ persistence and sharing
     def save(self, path) -> None:
         """Writes the cache to ``path`` (``torch.save``; read back with :meth:`load`)."""
-        torch.save({"version": 1, "info": self.info,
-                    "types": {t: {"ids": e.ids, "cols": e.cols} for t, e in self.entries.items()}}, path)
+        save_feature_cache(path, dict(self.entries), self.info)
 
     @classmethod
     def load(cls, path, mmap: bool = True) -> "FeatureCache":
         """Reads a cache written by :meth:`save` (memory-mapped by default: one copy per machine)."""
         path = Path(path)
-        try:
-            raw = torch.load(path, mmap=mmap, weights_only=True)
-            entries = {t: CacheEntry(v["ids"], dict(v["cols"])) for t, v in raw["types"].items()}
-            info = dict(raw["info"])
-        except (OSError, RuntimeError, KeyError, TypeError, ValueError) as e:
-            raise PartitionFormatError(path, f"unreadable feature cache ({type(e).__name__}: {e})") from None
+        entries, info = read_feature_cache(path, mmap)
         try:
             return cls(entries, info, path=path)
         except InvalidArgumentError as e:

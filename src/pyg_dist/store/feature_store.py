@@ -17,9 +17,9 @@ from torch_geometric.data.feature_store import _FieldStatus
 
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
-from pyg_dist.partition import meta as M
-from pyg_dist.partition.book import PartitionBook
-from pyg_dist.partition.reader import PartitionData
+from pyg_dist.format import meta as M
+from pyg_dist.format.book import PartitionBook
+from pyg_dist.format.data import PartitionData
 from pyg_dist.store import lookup
 from pyg_dist.store.buffers import gather_rows
 from pyg_dist.store.cache import FeatureCache
@@ -220,7 +220,7 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
 
     def set_cache(self, cache: Optional[FeatureCache]) -> None:
         """Uses ``cache`` for remote-owned rows from now on (``None``: no cache). Build one with
-        :func:`pyg_dist.store.cache_fill.build_cache`; a folder's ``feature_cache.pt`` is used by default.
+        :func:`pyg_dist.sampler.cache_policy.build_cache`; a folder's ``feature_cache.pt`` is used by default.
 
         Raises:
             InvalidArgumentError: a type that is not a node type, an attribute the folder does not have

@@ -11,9 +11,10 @@ from __future__ import annotations
 from typing import Any, Callable, List, Optional, Tuple
 
 from pyg_dist.errors import InvalidArgumentError, PartitionFormatError
-from pyg_dist.partition import meta as M
-from pyg_dist.partition.book import PartitionBook
-from pyg_dist.partition.reader import PartitionData, load_partition
+from pyg_dist.format import meta as M
+from pyg_dist.format.book import PartitionBook
+from pyg_dist.format.data import PartitionData
+from pyg_dist.format.reader import load_partition
 
 
 def owned_count(book, type_, part: int) -> int:

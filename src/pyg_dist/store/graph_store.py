@@ -17,9 +17,11 @@ from torch_geometric.data.graph_store import EdgeLayout
 
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE
 from pyg_dist.errors import InvalidArgumentError, PartitionFormatError, PyGDistError
+from pyg_dist.format import meta as M
+from pyg_dist.format.cache_file import read_topology_cache
+from pyg_dist.format.data import GraphPart, PartitionData
+from pyg_dist.format.schema import TopologyCacheEntry
 from pyg_dist.ops import CSC, normalize_time
-from pyg_dist.partition import meta as M
-from pyg_dist.partition.reader import GraphPart, PartitionData
 from pyg_dist.store.folder import PartitionStoreMixin
 
 _WHERE = "LocalGraphStore"
@@ -41,23 +43,20 @@ def _topology_cache(data: PartitionData, mmap: bool) -> Dict[Tuple[str, str, str
     path = M.topology_cache_path(data.meta.root, data.part)
     if not (data.meta.is_native and path.is_file()):
         return {}
-    try:
-        raw = torch.load(path, mmap=mmap, weights_only=True)
-        info, types = raw["info"], raw["types"]
-    except (OSError, RuntimeError, KeyError, TypeError, ValueError) as e:
-        raise PartitionFormatError(path, f"unreadable topology cache ({type(e).__name__}: {e})") from None
+    info, types = read_topology_cache(path, mmap)
     if info.get("fingerprint") != data.meta.extra.get("fingerprint") or info.get("part") != data.part:
         raise PartitionFormatError(path, "topology cache of another partitioning or partition")
     out = {}
-    for key, entry in types.items():
+    for key, raw in types.items():
         et = str_edge_type(key)
+        entry = TopologyCacheEntry.from_dict(raw, path, key)
         n = data.meta.num_nodes[et[2]]
         colptr = torch.zeros(n + 1, dtype=torch.int64)
-        colptr[entry["ids"] + 1] = entry["count"]
+        colptr[entry.ids + 1] = entry.count
         mask = torch.zeros(n, dtype=torch.bool)
-        mask[entry["ids"]] = True
+        mask[entry.ids] = True
         try:
-            csc = CSC(torch.cumsum(colptr, 0), entry["row"], entry["edge_id"]).validate(f"topology cache {key}")
+            csc = CSC(torch.cumsum(colptr, 0), entry.row, entry.edge_id).validate(f"topology cache {key}")
         except InvalidArgumentError as err:
             raise PartitionFormatError(path, str(err)) from None
         out[et] = (csc, mask)

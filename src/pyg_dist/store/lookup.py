@@ -9,7 +9,7 @@ partition, all queries in it), gathers the local rows meanwhile, and returns a
 
 Example (one partition: everything is local, no RPC needed):
     >>> import torch
-    >>> from pyg_dist.partition import PartitionBook
+    >>> from pyg_dist.format import PartitionBook
     >>> book = PartitionBook({"_N": torch.tensor([0, 3, 5])})
     >>> plan = plan_lookup(book, 1, [FeatureQuery("_N", ("x",), torch.tensor([4, 0, 3]))])
     >>> plan.routes[0].local_pos.tolist(), plan.routes[0].local_rows.tolist(), list(plan.requests)

@@ -9,7 +9,7 @@ issue every remote request first, do their local share, then put the replies bac
 
 Example:
     >>> import torch
-    >>> from pyg_dist.partition.book import PartitionBook
+    >>> from pyg_dist.format.book import PartitionBook
     >>> book = PartitionBook({"_N": torch.tensor([0, 3, 5])})
     >>> route = route_ids(book, 1, "_N", torch.tensor([4, 0, 3]))
     >>> route.local_pos.tolist(), route.local_rows.tolist(), {p: v.tolist() for p, v in route.remote.items()}
@@ -60,7 +60,7 @@ class Route:
 def owned_rows(book, part: int, group, ids: Tensor, id_range: Optional[Tuple[int, int]] = None) -> Optional[Tensor]:
     """Fast path: the rows of ``ids`` when ALL of them lie in ``part``'s range of a range book, else None
     (one min/max pass, skipped when ``id_range`` is known, and one subtraction)."""
-    from pyg_dist.partition.book import PartitionBook
+    from pyg_dist.format.book import PartitionBook
     if not isinstance(book, PartitionBook) or not ids.numel():
         return None
     start, end = book.owned_range(group, part)

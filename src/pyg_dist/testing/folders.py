@@ -59,7 +59,7 @@ def reassemble(root: PathLike):
         AssertionError: a partition's CSC is inconsistent (destinations, rows and edge ids differ in
             length).
     """
-    from pyg_dist.partition import load_original_ids, load_partition, read_meta
+    from pyg_dist.format import load_original_ids, load_partition, read_meta
     meta = read_meta(root)
     orig = load_original_ids(root)
     nodes: Dict[Any, Dict[str, Tensor]] = {t: {} for t in meta.node_types}

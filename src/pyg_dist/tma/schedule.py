@@ -42,7 +42,8 @@ class TMAConfig:
         total_time: Seconds of training (time-based).
         interval_steps: Local steps between aggregations (step-based; then ``max_steps`` too).
         max_steps: Local steps of every trainer (step-based).
-        timeout: Seconds any store access or aggregation may take before it fails.
+        timeout: Seconds any store access or aggregation may take before it fails; ``None`` (default): the
+            job's failure bound (:mod:`pyg_dist.timeouts`, ``TrainConfig.failure_timeout``).
         average_optimizer: Also average the optimizer's floating state (Adam's moments) at every round
             (the paper keeps it local: ``False``). Averaged moments stop each trainer's momentum from
             pulling the averaged weights straight back towards its own partition.
@@ -57,7 +58,7 @@ class TMAConfig:
     total_time: Optional[float] = 30.0
     interval_steps: Optional[int] = None
     max_steps: Optional[int] = None
-    timeout: float = 120.0
+    timeout: Optional[float] = None
     average_optimizer: bool = False
 
     def __post_init__(self):
@@ -71,7 +72,8 @@ class TMAConfig:
         else:
             for name in ("interval", "total_time"):
                 check_seconds(_WHERE, name, getattr(self, name))
-        check_seconds(_WHERE, "timeout", self.timeout)
+        if self.timeout is not None:
+            check_seconds(_WHERE, "timeout", self.timeout)
         if not isinstance(self.average_optimizer, bool):
             raise InvalidArgumentError(_WHERE, "average_optimizer", self.average_optimizer, "a bool")
 
@@ -81,17 +83,21 @@ class TMAConfig:
         return self.interval_steps is None
 
 
-def connect_store(timeout: float):
-    """A client of the rendezvous store on ``MASTER_ADDR:MASTER_PORT``, under a fresh run prefix (every
-    trainer calls this in the same order, so they agree on the prefix)."""
-    import torch.distributed as dist
+def connect_store(timeout: Optional[float] = None):
+    """A client of the job's rendezvous store (``MASTER_ADDR:MASTER_PORT``: torchrun's, or the one
+    ``init_process_group``'s ``env://`` hosts) with its keys under this torchrun attempt's prefix
+    (:func:`pyg_dist.group.attempt_store`) and a fresh run number (every trainer calls this in the same order,
+    so they agree on it; a restarted attempt never reads the dead attempt's keys). ``timeout``: default
+    the failure bound (:mod:`pyg_dist.timeouts`)."""
+    from pyg_dist import timeouts
+    from pyg_dist.group import attempt_store
+
     addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
     if not addr or not port:
         raise InvalidArgumentError("run_tma", "MASTER_ADDR/MASTER_PORT", (addr, port),
                                    "set (launch with torchrun, or init_process_group with env://)")
-    store = dist.TCPStore(addr, int(port), is_master=False, timeout=datetime.timedelta(seconds=timeout),
-                          wait_for_workers=False)
-    return dist.PrefixStore(f"pyg_dist/tma/{next(_RUNS)}/", store)
+    wait = timeouts.failure_timeout() if timeout is None else timeout
+    return attempt_store(None, datetime.timedelta(seconds=wait), prefix=f"tma/{next(_RUNS)}/")
 
 
 class Coordinator(threading.Thread):

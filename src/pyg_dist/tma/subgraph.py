@@ -16,8 +16,9 @@ from torch_geometric.data import Data, HeteroData
 
 from pyg_dist._types import EdgeType
 from pyg_dist.errors import InvalidArgumentError
-from pyg_dist.partition import meta as M
-from pyg_dist.partition.reader import PartitionData, load_partition
+from pyg_dist.format import meta as M
+from pyg_dist.format.data import PartitionData
+from pyg_dist.format.reader import load_partition
 
 
 def _internal_edges(pd: PartitionData, et: EdgeType) -> Tuple[Tensor, Tensor, Tensor, Dict[str, Tensor]]:

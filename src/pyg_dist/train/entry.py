@@ -11,7 +11,7 @@ line per failure.
 
 Example::
 
-    from pyg_dist.entry import run_main
+    from pyg_dist.train.entry import run_main
 
     def main(argv):
         ...

@@ -2,7 +2,7 @@
 
 A training script launched by ``torchrun`` needs three lines of this module::
 
-    from pyg_dist.train import TrainConfig, dist_session, wrap_ddp
+    from pyg_dist.train.session import TrainConfig, dist_session, wrap_ddp
 
     with dist_session(TrainConfig(partition_dir="/data/cora-2")) as env:   # PG, stores, RPC
         train_loader = DistNeighborLoader(env, [10, 5], input_nodes="train_mask", batch_size=256)
@@ -20,9 +20,7 @@ process group, whatever happened.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional
@@ -33,6 +31,7 @@ from pyg_dist import timeouts
 from pyg_dist._alloc import tune_allocator
 from pyg_dist.context import DistContext
 from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_choice, check_positive_int, check_seconds
+from pyg_dist.group import init_process_group
 
 LOG = logging.getLogger("pyg_dist")
 _WHERE = "TrainConfig"
@@ -45,6 +44,9 @@ class TrainConfig:
     Args:
         partition_dir: Folder written by ``pyg-dist-partition`` / :class:`~pyg_dist.partition.Partitioner`.
         num_workers: Sampler workers per trainer (``0``: the trainer samples and joins RPC itself).
+        rpc: Start the sampling RPC world (serve this partition, join RPC). ``False``: a process group and the
+            stores only, for trainers that sample their own partition alone (TMA: :func:`pyg_dist.tma.run_tma`
+            over :func:`pyg_dist.tma.local_subgraph`); distributed loaders then cannot reach other partitions.
         backend: ``"gloo"``, ``"nccl"`` or ``None`` (``nccl`` when CUDA is available, else ``gloo``).
         rpc_port: RPC's own port (default ``$PYG_DIST_RPC_PORT`` or ``MASTER_PORT + 1``).
         timeout: Seconds for start-up: rendezvous (process group and RPC), opening partitions, caches.
@@ -59,7 +61,7 @@ class TrainConfig:
             one (``--cache-ratio``), else no cache.
         cache_policy: ``"degree"`` or ``"presample"`` (needs ``cache_num_neighbors``, the loader's fanouts).
         cache_num_neighbors: Fanouts of the ``"presample"`` warm-up batches.
-        checkpoint_dir: Folder of this run's checkpoints (:mod:`pyg_dist.checkpoint`); a run started on a
+        checkpoint_dir: Folder of this run's checkpoints (:mod:`pyg_dist.train.checkpoint`); a run started on a
             folder that holds one resumes from it. ``None``: no checkpoints.
         checkpoint_every: Write one every this many optimizer steps.
         checkpoint_interval: Write one when this many seconds passed since the last (default, when
@@ -74,6 +76,7 @@ class TrainConfig:
     """
     partition_dir: str
     num_workers: int = 0
+    rpc: bool = True
     backend: Optional[str] = None
     rpc_port: Optional[int] = None
     timeout: float = 120.0
@@ -97,17 +100,21 @@ class TrainConfig:
         for name in ("timeout", "call_timeout", "failure_timeout"):
             if name == "timeout" or getattr(self, name) is not None:
                 check_seconds(_WHERE, name, getattr(self, name))
-        if not isinstance(self.mmap, bool):
-            raise InvalidArgumentError(_WHERE, "mmap", self.mmap, "a bool")
+        for name in ("mmap", "rpc"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidArgumentError(_WHERE, name, getattr(self, name), "a bool")
         r = self.cache_ratio
         if r is not None and (isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 < r <= 1):
             raise InvalidArgumentError(_WHERE, "cache_ratio", r, "None or a fraction in (0, 1]")
         check_choice(_WHERE, "cache_policy", self.cache_policy, ("degree", "presample"))
+        if r is not None and not self.rpc:
+            raise InvalidArgumentError(_WHERE, "cache_ratio", r, "None with rpc=False (a remote-feature cache "
+                                       "serves distributed sampling)")
         if r is not None and self.cache_policy == "presample" and self.cache_num_neighbors is None:
             raise InvalidArgumentError(_WHERE, "cache_num_neighbors", None, "the loader's fanouts (cache_policy="
                                        "'presample' samples warm-up batches with them)")
         if self.checkpoint_dir is not None:  # the Checkpointer checks the rest when it is built
-            from pyg_dist.checkpoint import Checkpointer
+            from pyg_dist.train.checkpoint import Checkpointer
             Checkpointer(self.checkpoint_dir, every_steps=self.checkpoint_every,
                          every_seconds=self.checkpoint_interval, keep=self.checkpoint_keep)
 
@@ -164,10 +171,10 @@ class DistEnv:
         return attr
 
     def checkpointer(self, **state):
-        """A :class:`~pyg_dist.checkpoint.Checkpointer` on ``config.checkpoint_dir`` (disabled when it is
+        """A :class:`~pyg_dist.train.checkpoint.Checkpointer` on ``config.checkpoint_dir`` (disabled when it is
         ``None``) saving ``state``: ``model=``, ``optimizer=``, ``scheduler=``, ``loaders={name: loader}``,
-        ``extra={name: obj}``. Call :meth:`~pyg_dist.checkpoint.Checkpointer.resume` next (every rank)."""
-        from pyg_dist.checkpoint import Checkpointer
+        ``extra={name: obj}``. Call :meth:`~pyg_dist.train.checkpoint.Checkpointer.resume` next (every rank)."""
+        from pyg_dist.train.checkpoint import Checkpointer
         cfg = self.config
         every_seconds = cfg.checkpoint_interval
         if every_seconds is None and cfg.checkpoint_every is None:
@@ -186,13 +193,6 @@ class DistEnv:
         return int(top)
 
 
-def serve_partition(graph_store, feature_store) -> None:
-    """Registers this process's callees for its partition (feature lookups and one-hop sampling); see
-    :func:`pyg_dist.sampler.dist_neighbor.serve_partition`."""
-    from pyg_dist.sampler.dist_neighbor import serve_partition as serve
-    serve(graph_store, feature_store)
-
-
 def _backend(cfg: TrainConfig) -> str:
     if cfg.backend is not None:
         return cfg.backend
@@ -205,25 +205,6 @@ def _device(ctx: DistContext, backend: str) -> torch.device:
         torch.cuda.set_device(ctx.local_rank % torch.cuda.device_count())
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
-
-
-def init_process_group(ctx: DistContext, backend: str, timeout: float) -> None:
-    """Joins torch's default process group (torchrun's ``env://`` store); no-op if already joined."""
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        return
-    from pyg_dist.rpc.iface import apply_ifname
-    apply_ifname()  # gloo binds $PYG_DIST_IFNAME's interface
-    if "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:  # a plain `python script.py`
-        os.environ.setdefault("MASTER_ADDR", ctx.master_addr)
-        os.environ.setdefault("MASTER_PORT", str(ctx.master_port))
-    wait = datetime.timedelta(seconds=timeout)
-    store = None
-    if ctx.use_agent_store:  # torchrun: its store, keys per restart attempt (elastic restarts)
-        from pyg_dist.rpc.leave import attempt_store
-        store = attempt_store(ctx.world_size, wait)
-    dist.init_process_group(backend, rank=ctx.rank, world_size=ctx.world_size, timeout=wait, store=store)
 
 
 def teardown(ok: bool, timeout: float = 60.0) -> None:
@@ -277,7 +258,7 @@ def _open_everywhere(config: TrainConfig, ctx: DistContext):
 def _fill_cache(config: TrainConfig, ctx: DistContext, graph_store, feature_store) -> None:
     """Fills this rank's remote-feature cache (every rank at once): over RPC when the trainers are in the
     RPC world, else (sampler workers) through the process group."""
-    from pyg_dist.store.cache_fill import build_cache
+    from pyg_dist.sampler.cache_policy import build_cache
 
     if not ctx.joins_rpc and config.cache_policy == "presample":
         raise InvalidArgumentError(_WHERE, "cache_policy", "presample", "'degree' with num_workers > 0 (the trainers "
@@ -298,10 +279,10 @@ def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
         RpcTimeoutError: a peer did not arrive within ``config.timeout``.
     """
     from pyg_dist import rpc
-    from pyg_dist.partition import read_meta
+    from pyg_dist.format import read_meta
 
     if not isinstance(config, TrainConfig):
-        raise InvalidArgumentError("dist_session", "config", config, "a pyg_dist.train.TrainConfig")
+        raise InvalidArgumentError("dist_session", "config", config, "a pyg_dist.train.session.TrainConfig")
     meta = read_meta(config.partition_dir)
     ctx = DistContext.from_env(meta.num_parts, num_workers=config.num_workers, rpc_port=config.rpc_port)
     backend = _backend(config)
@@ -310,10 +291,11 @@ def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
         timeouts.set_failure_timeout(config.failure_timeout)  # inherited by sampler workers
     ok = False
     try:
-        init_process_group(ctx, backend, config.timeout)
+        init_process_group(backend, config.timeout, ctx)
         graph_store, feature_store = _open_everywhere(config, ctx)
         env = DistEnv(config, ctx, _device(ctx, backend), graph_store, feature_store)
-        if ctx.joins_rpc:
+        if ctx.joins_rpc and config.rpc:
+            from pyg_dist.sampler.dist_neighbor import serve_partition
             serve_partition(graph_store, feature_store)
             rpc.init_rpc(ctx, timeout=config.timeout, call_timeout=config.call_timeout or timeouts.call_timeout())
         if config.cache_ratio is not None:

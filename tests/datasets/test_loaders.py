@@ -111,7 +111,7 @@ def test_registry():
 def test_symmetrize_adds_only_missing_reverses_with_attributes():
     from torch_geometric.data import Data
 
-    from pyg_dist.datasets.registry import edge_direction_report, symmetrize
+    from pyg_dist.datasets.direction import edge_direction_report, symmetrize
     ei = torch.tensor([[0, 1, 2, 2, 3], [1, 0, 3, 2, 1]])  # 0<->1 both, 2->3, loop 2->2, 3->1
     data = Data(edge_index=ei.clone(), edge_attr=torch.arange(5.).view(-1, 1), edge_time=torch.arange(5),
                 x=torch.zeros(4, 1))

@@ -104,7 +104,7 @@ class Checkpointer:
             step rate, so no step pays for a clock check.
         keep: Complete checkpoints kept (older ones are deleted).
         partition_writer: Whether this rank writes the partition's ``save(folder)`` extras (default: rank 0
-            of its partition; :meth:`pyg_dist.train.DistEnv.checkpointer` sets it).
+            of its partition; :meth:`pyg_dist.train.session.DistEnv.checkpointer` sets it).
     """
 
     def __init__(self, directory, *, model: Optional[torch.nn.Module] = None, optimizer=None, scheduler=None,

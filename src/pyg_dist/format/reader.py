@@ -5,84 +5,17 @@ Everything is returned as typed dicts (homogeneous = node type ``"_N"``, edge ty
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Dict, Optional, Union
+from typing import Dict, Union
 
 import torch
 from torch import Tensor
 
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE, EdgeType, NodeType, as_typed
 from pyg_dist.errors import InvalidArgumentError, PartitionFormatError
-from pyg_dist.partition import meta as M
-from pyg_dist.partition.book import AnyType, DensePartitionBook, PartitionBook
-from pyg_dist.partition.source import WEIGHT
-
-
-@dataclass
-class GraphPart:
-    """In-edges of the destinations a partition samples for, in CSC order.
-
-    Attributes:
-        colptr: ``[dst_end - dst_start + 1]``; the in-edges of destination ``v`` are positions
-            ``colptr[v - dst_start]:colptr[v - dst_start + 1]``.
-        row: Global source id of each edge (sorted by destination).
-        edge_id: Global edge id of each edge.
-        dst_start / dst_end: Destination id range covered: the owned range, or all nodes in hybrid
-            folders and PyG-written folders.
-        weight / edge_time: Optional per-edge ``edge_weight`` and ``edge_time`` aligned with ``row``.
-            In pyg_dist folders the in-edges of one destination are sorted by ``edge_time`` when the
-            type has one (META ``within_dst_order``), else kept in input order.
-        num_src / num_dst: Node counts of the source and destination types.
-    """
-    colptr: Tensor
-    row: Tensor
-    edge_id: Tensor
-    dst_start: int
-    dst_end: int
-    num_src: int
-    num_dst: int
-    weight: Optional[Tensor] = None
-    edge_time: Optional[Tensor] = None
-
-
-@dataclass
-class NodeFeats:
-    """Attributes of the owned nodes of one type; row ``i`` belongs to ``global_id[i]`` (ascending).
-
-    ``feats`` holds ``x``, ``y``, the masks and every other node attribute; ``time`` the node time.
-    """
-    global_id: Tensor
-    feats: Dict[str, Tensor] = field(default_factory=dict)
-    time: Optional[Tensor] = None
-
-
-@dataclass
-class EdgeFeats:
-    """Attributes of the owned edges of one type; row ``i`` belongs to edge ``global_id[i]``."""
-    global_id: Tensor
-    feats: Dict[str, Tensor] = field(default_factory=dict)
-    edge_time: Optional[Tensor] = None
-
-
-@dataclass
-class PartitionData:
-    """One partition, loaded.
-
-    Attributes:
-        meta: The folder's :class:`~pyg_dist.partition.meta.PartitionMeta`.
-        part: The partition index.
-        book: :class:`PartitionBook` (pyg_dist folders) or :class:`DensePartitionBook` (PyG folders).
-        graph / node_feats / edge_feats: Per edge type / node type / edge type.
-        full_node_time: Per node type with node time, the time of *every* node (index = global id);
-            samplers need it to filter halo neighbours.
-    """
-    meta: M.PartitionMeta
-    part: int
-    book: Union[PartitionBook, DensePartitionBook]
-    graph: Dict[EdgeType, GraphPart]
-    node_feats: Dict[NodeType, NodeFeats]
-    edge_feats: Dict[EdgeType, EdgeFeats]
-    full_node_time: Dict[NodeType, Tensor] = field(default_factory=dict)
+from pyg_dist.format import meta as M
+from pyg_dist.format.book import AnyType, DensePartitionBook, PartitionBook
+from pyg_dist.format.data import EdgeFeats, GraphPart, NodeFeats, PartitionData
+from pyg_dist.format.schema import WEIGHT, EdgeEntry, GraphEntry, NodeEntry
 
 
 def load_book(meta: M.PartitionMeta) -> Union[PartitionBook, DensePartitionBook]:
@@ -125,28 +58,37 @@ def load_partition(root, part: int, mmap: bool = False) -> PartitionData:
     edges_raw = {tuple(k): v for k, v in edges_raw.items() if v}
     if meta.is_native:
         return _native(meta, part, book, graph_raw, nodes_raw, edges_raw, mmap)
-    from pyg_dist.partition.pyg_compat import pyg_partition
+    from pyg_dist.format.pyg_compat import pyg_partition
     return pyg_partition(meta, part, book, graph_raw, nodes_raw, edges_raw)
 
 
 def _native(meta, part, book, graph_raw, nodes_raw, edges_raw, mmap) -> PartitionData:
-    edge_feats = {e: EdgeFeats(v["global_id"], dict(v.get("feats", {})), v.get("edge_time"))
-                  for e, v in edges_raw.items()}
+    epath, gpath, npath = (M.edge_feats_path(meta.root, part), M.graph_path(meta.root, part),
+                           M.node_feats_path(meta.root, part))
+    edge_feats = {}
+    for e, v in edges_raw.items():
+        entry = EdgeEntry.from_dict(v, epath, e)
+        if entry.global_id is None:
+            raise PartitionFormatError(epath, f"entry {e!r}: missing key 'global_id'")
+        edge_feats[e] = EdgeFeats(entry.global_id, dict(entry.feats), entry.edge_time)
     graph = {}
     for e in meta.edge_types:
-        raw = graph_raw.get(e)
-        if raw is None:
-            raise PartitionFormatError(M.graph_path(meta.root, part), f"no entry for edge type {e!r}")
+        if e not in graph_raw:
+            raise PartitionFormatError(gpath, f"no entry for edge type {e!r}")
+        g = GraphEntry.from_dict(graph_raw[e], gpath, e)
+        if g.colptr is None or g.dst_start is None or g.dst_end is None:
+            raise PartitionFormatError(gpath, f"entry {e!r}: a pyg_dist folder needs colptr, dst_start, dst_end")
         ef = edge_feats.get(e)
-        weight, etime = raw.get("weight"), raw.get("edge_time")
+        weight, etime = g.weight, g.edge_time
         if not meta.hybrid and ef is not None:  # same order as the graph's edges
             weight, etime = ef.feats.get(WEIGHT), ef.edge_time
-        graph[e] = GraphPart(colptr=raw["colptr"], row=raw["row"], edge_id=raw["edge_id"],
-                             dst_start=int(raw["dst_start"]), dst_end=int(raw["dst_end"]),
-                             num_src=meta.num_nodes[e[0]], num_dst=meta.num_nodes[e[2]],
+        graph[e] = GraphPart(colptr=g.colptr, row=g.row, edge_id=g.edge_id, dst_start=int(g.dst_start),
+                             dst_end=int(g.dst_end), num_src=meta.num_nodes[e[0]], num_dst=meta.num_nodes[e[2]],
                              weight=weight, edge_time=etime)
-    node_feats = {t: NodeFeats(v["global_id"], dict(v.get("feats", {})), v.get("time"))
-                  for t, v in nodes_raw.items()}
+    node_feats = {}
+    for t, v in nodes_raw.items():
+        n = NodeEntry.from_dict(v, npath, t)
+        node_feats[t] = NodeFeats(n.global_id, dict(n.feats), n.time)
     full_time = {t: M.load_tensor(M.full_node_time_path(meta.root, t), mmap) for t in meta.node_time_types}
     return PartitionData(meta, part, book, graph, node_feats, edge_feats, full_time)
 

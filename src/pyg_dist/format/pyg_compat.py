@@ -14,9 +14,10 @@ import torch
 from torch import Tensor
 
 from pyg_dist.errors import PartitionFormatError
-from pyg_dist.partition import meta as M
-from pyg_dist.partition.book import DensePartitionBook
-from pyg_dist.partition.reader import EdgeFeats, GraphPart, NodeFeats, PartitionData
+from pyg_dist.format import meta as M
+from pyg_dist.format.book import DensePartitionBook
+from pyg_dist.format.data import EdgeFeats, GraphPart, NodeFeats, PartitionData
+from pyg_dist.format.schema import EdgeEntry, GraphEntry, NodeEntry
 
 
 def _edge_offsets(meta: M.PartitionMeta) -> Dict[tuple, int]:
@@ -33,7 +34,8 @@ def _node_offset(meta: M.PartitionMeta, t) -> int:
 
 def _graph(meta, part, raw, e, eoff) -> GraphPart:
     path = M.graph_path(meta.root, part)
-    row, col, eid = raw["row"].long(), raw["col"].long(), raw["edge_id"].long() - eoff
+    entry = GraphEntry.from_dict(raw, path, e)
+    row, col, eid = entry.row.long(), entry.col.long(), entry.edge_id.long() - eoff
     if eid.numel() and (int(eid.min()) < 0 or int(eid.max()) >= meta.num_edges[e]):
         raise PartitionFormatError(path, f"edge ids of {e!r} fall outside [0, {meta.num_edges[e]})")
     if not meta.extra.get("is_sorted", False) or (col.numel() > 1 and bool((col[1:] < col[:-1]).any())):
@@ -45,12 +47,13 @@ def _graph(meta, part, raw, e, eoff) -> GraphPart:
                      num_src=meta.num_nodes[e[0]], num_dst=n_dst)
 
 
-def _nodes(meta, raw, t):
-    gid = raw["id"] if "id" in raw else raw["global_id"] - _node_offset(meta, t)
+def _nodes(meta, part, raw, t):
+    entry = NodeEntry.from_dict(raw, M.node_feats_path(meta.root, part), t)
+    gid = entry.id if entry.id is not None else entry.global_id - _node_offset(meta, t)
     gid = gid.long()
     order = torch.sort(gid).indices
-    feats = {k: v[order] for k, v in raw.get("feats", {}).items() if v is not None}
-    time: Optional[Tensor] = raw.get("time")
+    feats = {k: v[order] for k, v in entry.feats.items() if v is not None}
+    time: Optional[Tensor] = entry.time
     full = None
     if time is not None and time.numel() == meta.num_nodes[t]:
         full, time = time, time[gid[order]]
@@ -60,7 +63,8 @@ def _nodes(meta, raw, t):
 
 
 def _edges(meta, part, raw, e, g: GraphPart, book: DensePartitionBook) -> EdgeFeats:
-    gid = raw.get("global_id")
+    entry = EdgeEntry.from_dict(raw, M.edge_feats_path(meta.root, part), e)
+    gid = entry.global_id
     if gid is None:  # PyG saves edge_time alone, aligned with graph.pt's edges
         gid = g.edge_id
     gid = gid.long()
@@ -68,8 +72,8 @@ def _edges(meta, part, raw, e, g: GraphPart, book: DensePartitionBook) -> EdgeFe
         raise PartitionFormatError(M.edge_feats_path(meta.root, part),
                                    f"edge features of {e!r} include edges that edge_map puts elsewhere")
     order = torch.sort(gid).indices
-    feats = {k: v[order] for k, v in raw.get("feats", {}).items() if v is not None}
-    etime = raw.get("edge_time")
+    feats = {k: v[order] for k, v in entry.feats.items() if v is not None}
+    etime = entry.edge_time
     return EdgeFeats(gid[order], feats, etime[order] if etime is not None else None)
 
 
@@ -84,7 +88,7 @@ def pyg_partition(meta, part, book, graph_raw, nodes_raw, edges_raw) -> Partitio
         graph[e] = _graph(meta, part, raw, e, eoff[e])
     node_feats, full_time = {}, {}
     for t, raw in nodes_raw.items():
-        node_feats[t], full = _nodes(meta, raw, t)
+        node_feats[t], full = _nodes(meta, part, raw, t)
         if full is not None:
             full_time[t] = full
     edge_feats = {}

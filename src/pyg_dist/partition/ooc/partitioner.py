@@ -5,13 +5,13 @@ Pipeline (per-node state is O(N); edges only ever in chunks, one block, or one p
 1. one pass over the edge chunks counts in-degrees (a balance constraint, as for METIS);
 2. assignment: ``random`` (as the in-memory ``random``, bit for bit), ``fennel`` (restreaming Fennel) or
    ``coarsen`` (label propagation, METIS on the cluster graph, refinement), the last two over a symmetric
-   adjacency spilled to disk in node blocks (:class:`~pyg_dist.partition.spill.BlockAdjacency`);
+   adjacency spilled to disk in node blocks (:class:`~pyg_dist.partition.ooc.spill.BlockAdjacency`);
 3. relabelling (contiguous ranges, as in memory), edges spilled by their destination's owner;
 4. one partition at a time: CSC order, ``graph.pt`` / ``node_feats.pt`` / ``edge_feats.pt`` with feature
    rows gathered from memory-mapped arrays; then the maps, the quality report and META.json.
 
 Example:
-    >>> from pyg_dist.partition.out_of_core import OutOfCorePartitioner
+    >>> from pyg_dist.partition.ooc.partitioner import OutOfCorePartitioner
     >>> part = OutOfCorePartitioner("/data/graph", 4, "coarsen", memory_budget="2GB")  # doctest: +SKIP
     >>> stats = part.save("/tmp/graph-4")  # doctest: +SKIP
 """
@@ -22,7 +22,6 @@ import re
 import shutil
 import tempfile
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Dict, Optional, Tuple, Union
@@ -32,22 +31,21 @@ import torch
 from tqdm.auto import tqdm
 
 from pyg_dist._types import NodeType
-from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_choice, check_positive_int
+from pyg_dist.errors import InvalidArgumentError, PyGDistError
+from pyg_dist.format import meta as M
 from pyg_dist.partition import assign
-from pyg_dist.partition import meta as M
-from pyg_dist.partition.chunked import ChunkedGraph, check_ids, chunked_from_data, open_chunked
-from pyg_dist.partition.comm import Comm
-from pyg_dist.partition.ooc_write import PartTally, spill_edges, write_edge_maps, write_node_maps, write_part
+from pyg_dist.partition.config import PartitionConfig
+from pyg_dist.partition.ooc.chunked import ChunkedGraph, check_ids, chunked_from_data, open_chunked
+from pyg_dist.partition.ooc.comm import Comm
+from pyg_dist.partition.ooc.spill import BlockAdjacency
+from pyg_dist.partition.ooc.write import PartTally, spill_edges, write_edge_maps, write_node_maps, write_part
 from pyg_dist.partition.partitioner import _Clock, build_meta
 from pyg_dist.partition.renumber import order_nodes
 from pyg_dist.partition.report import _balance, _constraint_balance, folder_bytes, format_report
-from pyg_dist.partition.spill import BlockAdjacency
 from pyg_dist.partition.writer import finalize_output, prepare_output, removed_on_error, write_stamps
 
 _WHERE = "OutOfCorePartitioner"
 LOG = logging.getLogger("pyg_dist")
-#: Bounded-memory assignment methods.
-OOC_METHODS = ("coarsen", "fennel", "random")
 _UNITS = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KIB": 2 ** 10, "MIB": 2 ** 20,
           "GIB": 2 ** 30, "TIB": 2 ** 40}
 
@@ -67,42 +65,6 @@ def parse_bytes(value: Union[int, str], name: str = "memory_budget") -> int:
     return int(number * _UNITS[unit])
 
 
-@dataclass(frozen=True)
-class OutOfCoreConfig:
-    """Validated settings of :class:`OutOfCorePartitioner` (the fields :func:`build_meta` reads included)."""
-    num_parts: int
-    method: str = "coarsen"
-    seed: int = 0
-    ufactor: int = 30
-    balance: bool = True
-    passes: Optional[int] = None
-    memory_budget: int = 2 * 10 ** 9
-    chunk_size: Optional[int] = None
-    sub_parts: int = 1
-    num_clusters: Optional[int] = None
-
-    def __post_init__(self):
-        check_positive_int(_WHERE, "num_parts", self.num_parts)
-        check_choice(_WHERE, "method", self.method, OOC_METHODS)
-        check_positive_int(_WHERE, "seed", self.seed, allow_zero=True)
-        check_positive_int(_WHERE, "ufactor", self.ufactor)
-        if self.passes is not None:
-            check_positive_int(_WHERE, "passes", self.passes, allow_zero=self.method == "coarsen")
-        if self.chunk_size is not None:
-            check_positive_int(_WHERE, "chunk_size", self.chunk_size)
-        if not isinstance(self.balance, bool):
-            raise InvalidArgumentError(_WHERE, "balance", self.balance, "a bool")
-
-    @property
-    def owner_method(self) -> str:
-        return self.method
-
-    @property
-    def edges_per_chunk(self) -> int:
-        """Edges read at once: about 400 bytes of working memory each (ids, relabelled ids, routing)."""
-        return self.chunk_size or int(min(max(self.memory_budget // 400, 1 << 12), 1 << 24))
-
-
 def _as_graph(data) -> ChunkedGraph:
     if isinstance(data, ChunkedGraph):
         return data.check()
@@ -115,8 +77,8 @@ class OutOfCorePartitioner:
     """Partitions a graph read in chunks from disk into ``num_parts`` partitions, with bounded memory.
 
     Args:
-        data: A :class:`~pyg_dist.partition.chunked.ChunkedGraph`, a folder for
-            :func:`~pyg_dist.partition.chunked.open_chunked`, or an in-memory ``Data`` / ``HeteroData``.
+        data: A :class:`~pyg_dist.partition.ooc.chunked.ChunkedGraph`, a folder for
+            :func:`~pyg_dist.partition.ooc.chunked.open_chunked`, or an in-memory ``Data`` / ``HeteroData``.
         num_parts: Number of partitions.
         method: ``"coarsen"`` (label propagation + METIS on the clusters + refinement; the best cut),
             ``"fennel"`` (restreaming Fennel) or ``"random"`` (identical to the in-memory ``random``).
@@ -129,7 +91,7 @@ class OutOfCorePartitioner:
         chunk_size: Edges per chunk (default from ``memory_budget``).
         allow_nonfinite: Keep NaN / inf feature rows (reported) instead of raising.
         workdir: Where the spill files go (default: inside the output's temporary folder).
-        comm: Several machines: a :class:`~pyg_dist.partition.comm.TorchComm` over the initialised gloo
+        comm: Several machines: a :class:`~pyg_dist.partition.ooc.comm.TorchComm` over the initialised gloo
             process group (``world_comm()`` under ``torchrun``); every rank calls :meth:`save` with the
             same arguments. Each reads its share of the chunks, ships edges to the rank writing their
             partition (``p % world``) and writes those partitions; rank 0 writes the maps. The input must
@@ -144,8 +106,9 @@ class OutOfCorePartitioner:
                  balance: bool = True, passes: Optional[int] = None, memory_budget: Union[int, str] = "2GB",
                  chunk_size: Optional[int] = None, allow_nonfinite: bool = False,
                  workdir: Optional[Union[str, Path]] = None, comm: Optional[Comm] = None):
-        self.config = OutOfCoreConfig(num_parts, method, seed, ufactor, balance, passes,
-                                      parse_bytes(memory_budget), chunk_size)
+        self.config = PartitionConfig(num_parts, method, seed=seed, ufactor=ufactor, balance=balance, passes=passes,
+                                      memory_budget=parse_bytes(memory_budget), chunk_size=chunk_size,
+                                      out_of_core=True)
         if not isinstance(allow_nonfinite, bool):
             raise InvalidArgumentError(_WHERE, "allow_nonfinite", allow_nonfinite, "a bool")
         self.allow_nonfinite, self.workdir, self.comm = allow_nonfinite, workdir, comm or Comm()
@@ -192,7 +155,7 @@ class OutOfCorePartitioner:
                 with self._bar(f"fennel x{passes}", passes * g.total_nodes(), progress) as bar:
                     flat = _fennel(adj, weights, c, passes, bar)
             else:
-                from pyg_dist.partition.coarsen import coarsen_assign
+                from pyg_dist.partition.ooc.coarsen import coarsen_assign
                 refine = 2 if c.passes is None else c.passes
                 with self._bar("coarsen", (3 + refine) * g.total_nodes(), progress) as bar:
                     flat, info = coarsen_assign(adj, weights, c.num_parts, c.seed, c.ufactor, refine=refine,
@@ -345,9 +308,9 @@ def collect_perms(comm: Comm, perms: Path, edges, num_parts: int) -> None:
                 np.save(path, got)
 
 
-def _fennel(adj: BlockAdjacency, weights: np.ndarray, c: OutOfCoreConfig, passes: int, bar):
-    """:func:`~pyg_dist.partition.streaming.fennel_assign` with the config's slack (``ufactor``)."""
-    from pyg_dist.partition.streaming import fennel_assign
+def _fennel(adj: BlockAdjacency, weights: np.ndarray, c: PartitionConfig, passes: int, bar):
+    """:func:`~pyg_dist.partition.ooc.streaming.fennel_assign` with the config's slack (``ufactor``)."""
+    from pyg_dist.partition.ooc.streaming import fennel_assign
     return fennel_assign(adj, weights, c.num_parts, passes=passes, slack=c.ufactor / 1000, progress=bar)
 
 

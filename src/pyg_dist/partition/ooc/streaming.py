@@ -1,4 +1,4 @@
-"""Bounded-memory node assignment over a :class:`~pyg_dist.partition.spill.BlockAdjacency`.
+"""Bounded-memory node assignment over a :class:`~pyg_dist.partition.ooc.spill.BlockAdjacency`.
 
 Per-node state only (O(N) arrays); edges are read block by block from disk.
 
@@ -11,7 +11,7 @@ Per-node state only (O(N) arrays); edges are read block by block from disk.
   nowhere it wants is offered its next choice. Later passes start from the previous assignment; a
   starting assignment above a cap keeps its load there as that part's cap (never forced moves).
 - With ``alpha=0`` the same routine is a greedy refinement (each node moves to the part holding most of
-  its neighbours, capacity permitting): :func:`pyg_dist.partition.coarsen.coarsen_assign` refines its
+  its neighbours, capacity permitting): :func:`pyg_dist.partition.ooc.coarsen.coarsen_assign` refines its
   projected METIS result that way.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Optional
 
 import numpy as np
 
-from pyg_dist.partition.spill import BlockAdjacency
+from pyg_dist.partition.ooc.spill import BlockAdjacency
 
 
 def capacities(weights: np.ndarray, num_parts: int, slack: float) -> np.ndarray:

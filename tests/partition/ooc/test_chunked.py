@@ -11,10 +11,10 @@ import torch
 from pyg_dist.datasets import synthetic_graph
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.partition import Partitioner
-from pyg_dist.partition.chunked import ArrayEdges, CsvEdges, FileChunkEdges, ParquetEdges, open_chunked
 from pyg_dist.partition.cli import main as cli_main
+from pyg_dist.partition.ooc.chunked import ArrayEdges, CsvEdges, FileChunkEdges, ParquetEdges, open_chunked
 from pyg_dist.testing import check_roundtrip
-from tests.partition.test_out_of_core import assert_same_folder
+from tests.partition.ooc.test_out_of_core import assert_same_folder
 
 
 def _data():
@@ -64,7 +64,7 @@ def test_every_layout_partitions_like_in_memory(tmp_path, layout):
     g = open_chunked(tmp_path / "in")
     assert g.num_nodes == {"_N": 500} and g.num_edges(("_N", "_E", "_N")) == data.num_edges
     assert np.array_equal(_edges(g.edges[("_N", "_E", "_N")], 333), data.edge_index.numpy())
-    from pyg_dist.partition.out_of_core import OutOfCorePartitioner
+    from pyg_dist.partition.ooc.partitioner import OutOfCorePartitioner
     OutOfCorePartitioner(g, 3, "random", seed=1, chunk_size=256).save(tmp_path / "ooc", progress=False)
     Partitioner(data, 3, "random", seed=1).save(tmp_path / "mem", progress=False)
     assert_same_folder(tmp_path / "mem", tmp_path / "ooc")

@@ -3,7 +3,7 @@
 The top level of META.json carries PyG's keys (``num_parts``, ``node_types``, ``edge_types``,
 ``node_offset``, ``is_hetero``, ``is_sorted``) so PyG's own readers keep working; everything pyg_dist
 adds lives under ``"pyg_dist"``. A folder without that section was written by PyG's ``Partitioner``
-(``is_native=False``); :mod:`pyg_dist.partition.reader` reads it with a dense partition book.
+(``is_native=False``); :mod:`pyg_dist.format.reader` reads it with a dense partition book.
 """
 from __future__ import annotations
 

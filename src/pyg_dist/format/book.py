@@ -132,21 +132,21 @@ class PartitionBook(_BookBase):
     def rows_if_owned(self, type_: AnyType, part: int, ids: Tensor) -> Optional[Tensor]:
         """Rows of ``ids`` in ``part``'s block when ``part`` owns ALL of them, else ``None`` (one pass that
         stops at the first foreign id). ``ids``: a contiguous 1-D int64 CPU tensor."""
-        from pyg_dist.partition.kernels import rows_in_range
+        from pyg_dist.ops.graph_kernels import rows_in_range
         start, end = self.owned_range(type_, part)
         out = torch.empty_like(ids)
         return out if rows_in_range(ids.numpy(), start, end, out.numpy()) else None
 
     def count_by_owner(self, type_: AnyType, ids) -> List[int]:
         """See :meth:`_BookBase.count_by_owner` (one pass, no temporaries)."""
-        from pyg_dist.partition.kernels import count_by_range
+        from pyg_dist.ops.graph_kernels import count_by_range
         key = self._key("count_by_owner", type_)
         ids = self._ids("count_by_owner", key, ids).contiguous()
         return count_by_range(ids.numpy(), self.bounds[key].numpy()).tolist()
 
     def split_by_owner(self, type_: AnyType, ids) -> Tuple[Tensor, Tensor, List[int]]:
         """See :meth:`_BookBase.split_by_owner` (one counting-sort pass here)."""
-        from pyg_dist.partition.kernels import split_by_range
+        from pyg_dist.ops.graph_kernels import split_by_range
         key = self._key("split_by_owner", type_)
         ids = self._ids("split_by_owner", key, ids).contiguous()
         order, rows, ptr = split_by_range(ids.numpy(), self.bounds[key].numpy())

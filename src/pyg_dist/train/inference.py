@@ -31,7 +31,7 @@ from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_positive_i
 from pyg_dist.store.routing import route_ids
 
 #: Callee that returns rows of the current layer for global ids this partition owns.
-ROWS_OP = "pyg_dist.inference.rows"
+ROWS_OP = "pyg_dist.train.inference.rows"
 
 Layer = Callable[[Tensor, Tensor, Tensor], Tensor]
 
@@ -115,7 +115,7 @@ def layerwise_inference(layers: Sequence[Layer], env, *, x_attr: str = "x", batc
         layers: One callable per layer, ``layer(x_src, x_dst, edge_index) -> out_dst`` where
             ``edge_index`` is bipartite (row: index into ``x_src``, col: index into ``x_dst``),
             e.g. ``lambda xs, xd, ei: conv((xs, xd), ei).relu()`` for a ``SAGEConv``.
-        env: The :class:`~pyg_dist.train.DistEnv` of a trainer world (``num_workers=0``).
+        env: The :class:`~pyg_dist.train.session.DistEnv` of a trainer world (``num_workers=0``).
         x_attr: Node attribute that is layer 0.
         batch_size: Destination nodes per step.
         device: Where the layers run (default ``env.device``); rows travel on CPU.

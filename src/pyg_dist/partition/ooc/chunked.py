@@ -1,4 +1,4 @@
-"""Graphs read from disk in chunks, for the out-of-core partitioner (:mod:`pyg_dist.partition.out_of_core`).
+"""Graphs read from disk in chunks, for the out-of-core partitioner (:mod:`pyg_dist.partition.ooc.partitioner`).
 
 A :class:`ChunkedGraph` never holds its edge list: each edge type is an :class:`EdgeSource` that yields
 ``(start, src, dst)`` chunks in input order, and node / edge attributes are arrays that are only indexed

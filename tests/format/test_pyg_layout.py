@@ -5,7 +5,7 @@ import torch
 
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE
 from pyg_dist.datasets import synthetic_graph
-from pyg_dist.partition import DensePartitionBook, load_original_ids, load_partition, read_meta
+from pyg_dist.format import DensePartitionBook, load_original_ids, load_partition, read_meta
 from pyg_dist.testing import write_pyg_hetero, write_pyg_homo
 
 

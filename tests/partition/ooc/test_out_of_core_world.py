@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyg_dist.partition.out_of_core import OutOfCorePartitioner
+from pyg_dist.partition.ooc.partitioner import OutOfCorePartitioner
 from pyg_dist.testing.world import spawn_world
-from tests.partition.test_out_of_core import _hetero, _homo, assert_same_folder
+from tests.partition.ooc.test_out_of_core import _hetero, _homo, assert_same_folder
 
 METHODS = ("random", "fennel", "coarsen")
 
@@ -27,7 +27,7 @@ def _run_all(out_root, in_dir, comm=None):
 def _world_main(rank, world_size, out_root, in_dir):
     import torch.distributed as dist
 
-    from pyg_dist.partition.comm import TorchComm
+    from pyg_dist.partition.ooc.comm import TorchComm
     dist.init_process_group("gloo")
     try:
         _run_all(out_root, in_dir, TorchComm())
@@ -84,7 +84,7 @@ def test_local_disks_each_rank_keeps_its_partitions(tmp_path):
 
     import pytest
 
-    from pyg_dist.partition import load_partition
+    from pyg_dist.format import load_partition
     from pyg_dist.testing.world import free_port
     if shutil.which("unshare") is None:
         pytest.skip("no `unshare` command")
@@ -121,6 +121,6 @@ def test_local_disks_each_rank_keeps_its_partitions(tmp_path):
     merged = tmp_path / "merged"
     shutil.copytree(tmp_path / "rank0", merged)
     shutil.copytree(tmp_path / "rank1" / "part_1", merged / "part_1", dirs_exist_ok=True)
-    from pyg_dist.partition.out_of_core import OutOfCorePartitioner
+    from pyg_dist.partition.ooc.partitioner import OutOfCorePartitioner
     OutOfCorePartitioner(tmp_path / "in", 3, "random", chunk_size=700).save(tmp_path / "one", progress=False)
     assert_same_folder(tmp_path / "one", merged)

@@ -15,12 +15,13 @@ import torch
 from torch import Tensor
 
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE, EdgeType, NodeType, untyped
-from pyg_dist.errors import InvalidArgumentError
-from pyg_dist.partition import meta as M
-from pyg_dist.partition.chunked import ChunkedGraph, check_ids, take_rows
-from pyg_dist.partition.comm import Comm
+from pyg_dist.format import meta as M
+from pyg_dist.format.schema import EdgeEntry, GraphEntry, NodeEntry
+from pyg_dist.partition.ooc.chunked import ChunkedGraph, check_ids, take_rows
+from pyg_dist.partition.ooc.comm import Comm
+from pyg_dist.partition.ooc.spill import Buckets, count_distinct, stable_order
 from pyg_dist.partition.renumber import NodeOrder
-from pyg_dist.partition.spill import Buckets, count_distinct, stable_order
+from pyg_dist.partition.source import nonfinite_rows
 
 
 @dataclass
@@ -102,14 +103,8 @@ def _np_dtype(arr) -> np.dtype:
 
 
 def _finite(name: str, value: Tensor, tally: PartTally, allow: bool) -> None:
-    if not value.is_floating_point() or not value.numel():
-        return
-    bad = ~torch.isfinite(value.reshape(value.size(0), -1)).all(1)
-    if bool(bad.any()):
-        line = f"{name}: {int(bad.sum())} rows with NaN/inf in one partition"
-        if not allow:
-            raise InvalidArgumentError("OutOfCorePartitioner", name, line, "finite values (or "
-                                       "allow_nonfinite=True / --allow-nonfinite to keep them)")
+    line = nonfinite_rows("OutOfCorePartitioner", name, value, allow, scope=" in one partition")
+    if line is not None:
         tally.nonfinite.append(line)
 
 
@@ -142,9 +137,9 @@ def _graph_entry(g, et, sp: SpilledEdges, dst: NodeOrder, p: int, perms: Path, t
     tally.total += row.size
     tally.remote.setdefault(et[0], []).append(remote)
     tally.edges_pp[p] = tally.edges_pp.get(p, 0) + row.size
-    return {"row": torch.from_numpy(row), "col": torch.from_numpy(col), "edge_id": torch.arange(lo, hi),
-            "size": (g.num_nodes[et[0]], g.num_nodes[et[2]]), "colptr": torch.from_numpy(colptr),
-            "dst_start": d_lo, "dst_end": d_hi}
+    return GraphEntry(row=torch.from_numpy(row), col=torch.from_numpy(col), edge_id=torch.arange(lo, hi),
+                      size=(g.num_nodes[et[0]], g.num_nodes[et[2]]), colptr=torch.from_numpy(colptr),
+                      dst_start=d_lo, dst_end=d_hi).to_dict()
 
 
 def _edge_entry(g, et, sp: SpilledEdges, p: int, perms: Path, tally: PartTally, allow: bool):
@@ -152,27 +147,26 @@ def _edge_entry(g, et, sp: SpilledEdges, p: int, perms: Path, tally: PartTally, 
     if not attrs and et not in g.edge_time:
         return None
     eid = np.load(perms / f"perm_{M.edge_type_str(et)}_{p}.npy")
-    out: Dict[str, Any] = {"global_id": torch.arange(int(sp.bounds[p]), int(sp.bounds[p + 1])),
-                           "feats": {k: take_rows(v, eid) for k, v in attrs.items()}}
-    for k, v in out["feats"].items():
+    out = EdgeEntry(torch.arange(int(sp.bounds[p]), int(sp.bounds[p + 1])),
+                    {k: take_rows(v, eid) for k, v in attrs.items()})
+    for k, v in out.feats.items():
         _finite(f"edge attribute {et}.{k}", v, tally, allow)
     if et in g.edge_time:
-        out["edge_time"] = take_rows(g.edge_time[et], eid)
-    return out
+        out.edge_time = take_rows(g.edge_time[et], eid)
+    return out.to_dict()
 
 
 def _node_entry(g, t: NodeType, no: NodeOrder, p: int, tally: PartTally, allow: bool) -> Dict[str, Any]:
     lo, hi = int(no.bounds[p]), int(no.bounds[p + 1])
     idx = no.perm[lo:hi].numpy()
-    out: Dict[str, Any] = {"global_id": torch.arange(lo, hi),
-                           "feats": {k: take_rows(v, idx) for k, v in g.node_attrs.get(t, {}).items()}}
-    for k, v in out["feats"].items():
+    out = NodeEntry(torch.arange(lo, hi), {k: take_rows(v, idx) for k, v in g.node_attrs.get(t, {}).items()})
+    for k, v in out.feats.items():
         _finite(f"node attribute {t}.{k}", v, tally, allow)
-    if "train_mask" in out["feats"]:
-        tally.train_pp.setdefault(t, {})[p] = int(out["feats"]["train_mask"].long().sum())
+    if "train_mask" in out.feats:
+        tally.train_pp.setdefault(t, {})[p] = int(out.feats["train_mask"].long().sum())
     if t in g.node_time:
-        out["time"] = take_rows(g.node_time[t], idx)
-    return out
+        out.time = take_rows(g.node_time[t], idx)
+    return out.to_dict()
 
 
 def write_part(root: Path, perms: Path, g: ChunkedGraph, nodes: Dict[NodeType, NodeOrder],

@@ -11,9 +11,10 @@ import torch
 
 from pyg_dist.datasets import synthetic_graph
 from pyg_dist.errors import InvalidArgumentError
-from pyg_dist.partition import Partitioner, read_meta
-from pyg_dist.partition.chunked import ArrayEdges, ChunkedGraph
-from pyg_dist.partition.out_of_core import OutOfCorePartitioner, parse_bytes
+from pyg_dist.format import read_meta
+from pyg_dist.partition import Partitioner
+from pyg_dist.partition.ooc.chunked import ArrayEdges, ChunkedGraph
+from pyg_dist.partition.ooc.partitioner import OutOfCorePartitioner, parse_bytes
 from pyg_dist.testing import check_roundtrip
 from tests.partition.test_partition import _hetero, _homo
 

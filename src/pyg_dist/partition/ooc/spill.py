@@ -3,7 +3,7 @@
 :class:`Buckets` keeps one raw binary file per (bucket, column); :meth:`Buckets.append` routes each row to
 its bucket with one stable pass, so a bucket's rows stay in the order they were appended (input order).
 :class:`BlockAdjacency` uses it to store the symmetric adjacency of a graph grouped by blocks of node ids,
-the input of the streaming assignment methods (:mod:`pyg_dist.partition.streaming`).
+the input of the streaming assignment methods (:mod:`pyg_dist.partition.ooc.streaming`).
 """
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from typing import Any, Dict, Iterator, Optional, Tuple
 import numpy as np
 import torch
 
-from pyg_dist.partition.chunked import ChunkedGraph, check_ids
-from pyg_dist.partition.comm import Comm
+from pyg_dist.partition.ooc.chunked import ChunkedGraph, check_ids
+from pyg_dist.partition.ooc.comm import Comm
 
 
 def stable_order(keys: np.ndarray) -> np.ndarray:

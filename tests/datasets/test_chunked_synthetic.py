@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from pyg_dist.datasets.chunked_synthetic import write_dcsbm_chunks
-from pyg_dist.partition.chunked import open_chunked
-from pyg_dist.partition.out_of_core import OutOfCorePartitioner
+from pyg_dist.partition.ooc.chunked import open_chunked
+from pyg_dist.partition.ooc.partitioner import OutOfCorePartitioner
 
 
 def test_generator_writes_symmetric_chunks_and_node_files(tmp_path):

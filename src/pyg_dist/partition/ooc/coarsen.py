@@ -1,6 +1,6 @@
 """Coarsen-then-partition with bounded memory: size-constrained label propagation over the on-disk block
 adjacency, METIS (multi-constraint, :func:`~pyg_dist.partition.metis.metis_kway`) on the coarse graph,
-projection back, then greedy refinement passes (:func:`~pyg_dist.partition.streaming.fennel_assign` with
+projection back, then greedy refinement passes (:func:`~pyg_dist.partition.ooc.streaming.fennel_assign` with
 ``alpha=0``).
 
 State is O(N) (a label and a size per node) plus the coarse graph, whose edges are aggregated per block
@@ -13,8 +13,8 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 from pyg_dist.partition.metis import metis_kway
-from pyg_dist.partition.spill import BlockAdjacency, stable_order, unique_counts
-from pyg_dist.partition.streaming import fennel_assign
+from pyg_dist.partition.ooc.spill import BlockAdjacency, stable_order, unique_counts
+from pyg_dist.partition.ooc.streaming import fennel_assign
 
 
 def _best_labels(ptr: np.ndarray, nbr: np.ndarray, lo: int, hi: int, labels: np.ndarray,

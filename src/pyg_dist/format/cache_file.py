@@ -1,0 +1,107 @@
+"""The folder's cache files and the degree ranking that chooses their rows, shared by the partitioner (which
+writes ``feature_cache.pt`` / ``topology_cache.pt`` with ``--cache-ratio``) and the runtime (which reads them,
+or ranks and fills a cache at start-up).
+
+``feature_cache.pt`` = ``{"version": 1, "info": {...}, "types": {ntype: {"ids": sorted global ids, "cols":
+{name: rows}}}}``; ``topology_cache.pt`` = ``{"info": {...}, "types": {"src__rel__dst":``
+:class:`~pyg_dist.format.schema.TopologyCacheEntry` ``}}``.
+
+Example:
+    >>> import torch
+    >>> owned = torch.tensor([True, False, False, False])
+    >>> rank_by_count(source_counts([torch.tensor([2, 3, 3, 0])], 4), owned).tolist()
+    [3, 2]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+from pyg_dist.errors import PartitionFormatError
+
+#: Attributes cached by default (those the loaders fetch), where the folder has them.
+DEFAULT_CACHE_ATTRS = ("x", "y", "time")
+FEATURE_CACHE_VERSION = 1
+
+
+@dataclass
+class CacheEntry:
+    """The cached rows of one node type: ``ids`` (sorted global ids) and ``cols[name][i]`` = row of ``ids[i]``."""
+    ids: Tensor
+    cols: Dict[str, Tensor]
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes of one cached row over all attributes, its id included."""
+        return 8 + sum(c[0].numel() * c.element_size() if c.size(0) else 0 for c in self.cols.values())
+
+    @property
+    def nbytes(self) -> int:
+        return self.ids.numel() * 8 + sum(c.numel() * c.element_size() for c in self.cols.values())
+
+
+# ------------------------------------------------------------------------------------------- ranking
+def rank_by_count(counts: Tensor, owned: Tensor) -> Tensor:
+    """Ids with a positive count that are not ``owned`` (bool per id), by count descending, ties by id."""
+    counts = counts.clone()
+    counts[owned] = 0
+    ids = counts.nonzero().view(-1)
+    order = torch.sort(counts.index_select(0, ids), descending=True, stable=True).indices
+    return ids.index_select(0, order)
+
+
+def source_counts(sources: Sequence[Tensor], num_nodes: int) -> Tensor:
+    """How often each id ``< num_nodes`` appears in ``sources`` (the source ids of in-edges of owned nodes)."""
+    counts = torch.zeros(num_nodes, dtype=torch.int64)
+    for src in sources:
+        if src.numel():
+            counts += torch.bincount(src, minlength=num_nodes)
+    return counts
+
+
+def degree_ranked(sources: Sequence[Tensor], owned: Tensor) -> Tensor:
+    """Policy ``"degree"``: the ids not ``owned`` (a bool mask over every id of the type) ranked by how many
+    in-edges of owned nodes they are the source of (``sources``: those edges' source ids), most first, ties
+    by id."""
+    return rank_by_count(source_counts(sources, owned.numel()), owned)
+
+
+def rows_within(budget_bytes: float, row_bytes: int) -> int:
+    """Rows of ``row_bytes`` (plus an 8-byte id each) that fit in ``budget_bytes``."""
+    return int(budget_bytes // (row_bytes + 8))
+
+
+# ------------------------------------------------------------------------------------------- files
+def save_feature_cache(path, entries: Dict[str, CacheEntry], info: Dict[str, Any]) -> None:
+    """Writes ``feature_cache.pt`` (read back with :func:`read_feature_cache`)."""
+    torch.save({"version": FEATURE_CACHE_VERSION, "info": info,
+                "types": {t: {"ids": e.ids, "cols": e.cols} for t, e in entries.items()}}, path)
+
+
+def read_feature_cache(path, mmap: bool = True) -> Tuple[Dict[str, CacheEntry], Dict[str, Any]]:
+    """``(entries, info)`` of a ``feature_cache.pt``; :class:`PartitionFormatError` naming the file."""
+    path = Path(path)
+    try:
+        raw = torch.load(path, mmap=mmap, weights_only=True)
+        entries = {t: CacheEntry(v["ids"], dict(v["cols"])) for t, v in raw["types"].items()}
+        return entries, dict(raw["info"])
+    except (OSError, RuntimeError, KeyError, TypeError, ValueError, AttributeError) as e:
+        raise PartitionFormatError(path, f"unreadable feature cache ({type(e).__name__}: {e})") from None
+
+
+def save_topology_cache(path, info: Dict[str, Any], types: Dict[str, Dict[str, Tensor]]) -> None:
+    """Writes ``topology_cache.pt``: ``types`` maps ``"src__rel__dst"`` to a topology entry's dict."""
+    torch.save({"info": info, "types": types}, path)
+
+
+def read_topology_cache(path, mmap: bool = True) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """``(info, types)`` of a ``topology_cache.pt``; :class:`PartitionFormatError` naming the file."""
+    try:
+        raw = torch.load(path, mmap=mmap, weights_only=True)
+        return raw["info"], raw["types"]
+    except (OSError, RuntimeError, KeyError, TypeError, ValueError, AttributeError) as e:
+        raise PartitionFormatError(path, f"unreadable topology cache ({type(e).__name__}: {e})") from None

@@ -1,0 +1,54 @@
+"""The process group of a job: torchrun's environment -> ``torch.distributed.init_process_group``, with the
+rendezvous keys of each torchrun restart attempt kept apart. Every stage that needs a process group
+(:func:`~pyg_dist.train.session.dist_session`, the out-of-core partitioner under torchrun, TMA) joins it here.
+
+Example:
+    >>> attempt_prefix({"TORCHELASTIC_RESTART_COUNT": "2"})
+    'pyg_dist/attempt_2'
+"""
+from __future__ import annotations
+
+import datetime
+import os
+from typing import Mapping, Optional
+
+from pyg_dist.context import DistContext
+
+
+def attempt_prefix(env: Optional[Mapping[str, str]] = None) -> str:
+    """``pyg_dist/attempt_<TORCHELASTIC_RESTART_COUNT>``: where this torchrun attempt's keys live."""
+    environ = os.environ if env is None else env
+    return f"pyg_dist/attempt_{environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+
+
+def attempt_store(world_size: Optional[int], timeout: datetime.timedelta, prefix: str = ""):
+    """A client of torchrun's agent store (``MASTER_ADDR:MASTER_PORT``) with its keys under
+    ``pyg_dist/attempt_<TORCHELASTIC_RESTART_COUNT>/<prefix>``. torchrun's store outlives an elastic restart,
+    and torch's own ``env://`` rendezvous would let a restarted process read the addresses the previous
+    attempt's processes left there (and connect to dead ports: measured with torch 2.13's c10d backend)."""
+    import torch.distributed as dist
+
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size, False,
+                          timeout=timeout)
+    return dist.PrefixStore(attempt_prefix() + (f"/{prefix}" if prefix else ""), store)
+
+
+def init_process_group(backend: str = "gloo", timeout: float = 120.0, ctx: Optional[DistContext] = None) -> None:
+    """Joins torch's default process group (no-op if joined): rank and world from ``ctx`` (default: torchrun's
+    environment); under torchrun through :func:`attempt_store`; gloo and TensorPipe bind ``$PYG_DIST_IFNAME``."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return
+    from pyg_dist.iface import apply_ifname
+    apply_ifname()  # gloo binds $PYG_DIST_IFNAME's interface
+    ctx = ctx if ctx is not None else DistContext.from_env(num_partitions=1)
+    if "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:  # a plain `python script.py`
+        os.environ.setdefault("MASTER_ADDR", ctx.master_addr)
+        os.environ.setdefault("MASTER_PORT", str(ctx.master_port))
+    wait = datetime.timedelta(seconds=timeout)
+    store = attempt_store(ctx.world_size, wait) if ctx.use_agent_store else None  # torchrun: per attempt
+    dist.init_process_group(backend, rank=ctx.rank, world_size=ctx.world_size, timeout=wait, store=store)
+
+
+__all__ = ["attempt_prefix", "attempt_store", "init_process_group"]
