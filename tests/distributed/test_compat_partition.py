@@ -88,7 +88,7 @@ def test_partitioner_keeps_ids_and_everything(tmp_path, kind, parts):
     meta = json.loads((tmp_path / "p" / "META.json").read_text())
     assert "pyg_dist" not in meta and meta["num_parts"] == parts and meta["is_hetero"] == p.is_hetero
     check_folder(str(tmp_path / "p"), data, _identity(data), parts)
-    pm = pyg_dist.partition.read_meta(tmp_path / "p")
+    pm = pyg_dist.read_meta(tmp_path / "p")
     assert pm.node_time_types == (["_N"] if kind == "node_time" else [])
     assert len(pm.edge_time_types) == (len(data.edge_types) if kind == "edge_time" else 0)
 

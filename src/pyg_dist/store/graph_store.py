@@ -1,6 +1,6 @@
 """``LocalGraphStore``: the in-edges (CSC by destination) one partition samples from.
 
-Per edge type it holds the partition's :class:`~pyg_dist.partition.GraphPart` (global source ids,
+Per edge type it holds the partition's :class:`~pyg_dist.format.GraphPart` (global source ids,
 global edge ids, ``colptr`` over the destination range it covers: the owned range, or every node in
 hybrid and PyG-written folders) and the same data as the sampling kernels' :class:`~pyg_dist.ops.CSC`.
 Nothing per node of the whole graph is kept for pyg_dist folders (the book is a range table), except
@@ -119,7 +119,7 @@ class LocalGraphStore(PartitionStoreMixin, GraphStore):
         return g.dst_start, g.dst_end
 
     def graph_part(self, edge_type=None) -> GraphPart:
-        """The partition's raw :class:`~pyg_dist.partition.GraphPart` of ``edge_type``."""
+        """The partition's raw :class:`~pyg_dist.format.GraphPart` of ``edge_type``."""
         return self._parts[self._etype("graph_part", edge_type)]
 
     def topology_cache(self) -> Dict[Tuple[str, str, str], Tuple[CSC, Tensor]]:

@@ -6,11 +6,11 @@ trains at its own pace; every ``interval`` seconds (or ``interval_steps`` steps)
 their weights by the mean over all trainers (:func:`run_tma`). Partition with ``method="random"``
 (RandomTMA) or ``"supernode"`` (SuperTMA)::
 
-    dist.init_process_group("gloo")                         # under torchrun
-    data = local_subgraph("/data/g-random-2", dist.get_rank())
-    loader = NeighborLoader(data, [10, 5], input_nodes=data.train_mask, batch_size=512, shuffle=True)
-    result = run_tma(model, optimizer, loader, step, TMAConfig(interval=2.0, total_time=60.0),
-                     evaluate=lambda m: val_accuracy(m))    # rank 0 scores every aggregated model
+    with dist_session(TrainConfig("/data/g-random-2", rpc=False)) as env:   # under torchrun; no RPC world
+        data = local_subgraph("/data/g-random-2", env.rank)
+        loader = NeighborLoader(data, [10, 5], input_nodes=data.train_mask, batch_size=512, shuffle=True)
+        result = run_tma(model, optimizer, loader, step, TMAConfig(interval=2.0, total_time=60.0),
+                         evaluate=lambda m: val_accuracy(m))    # rank 0 scores every aggregated model
 """
 from __future__ import annotations
 

@@ -150,7 +150,7 @@ class DistEnv:
 
     @property
     def meta(self):
-        """The folder's :class:`~pyg_dist.partition.PartitionMeta` (node / edge types, counts, method)."""
+        """The folder's :class:`~pyg_dist.format.PartitionMeta` (node / edge types, counts, method)."""
         return self.graph_store.partition_meta
 
     def num_features(self, node_type: Optional[str] = None, attr: str = "x") -> int:
