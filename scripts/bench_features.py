@@ -114,7 +114,7 @@ class RawRows:
 
 def remote_main(rank, world_size, root, batches, reps):
     """One rank of the 2-rank world: rank 0 measures, rank 1 serves."""
-    from pyg_dist import rpc
+    from pyg_dist import rpc, serve_partition
     from pyg_dist.context import DistContext
     from pyg_dist.store import load_stores
     ctx = DistContext.from_env(num_partitions=2)

@@ -97,6 +97,11 @@ class DistLinkNeighborLoader(dist_base.DistLoaderMixin, KeyedLinkBatches, LinkLo
         neg_sampling / neg_sampling_ratio: PyG's binary / triplet negative sampling (negatives are
             drawn uniformly; they may coincide with positive edges, as in PyG).
         time_attr: ``"time"`` (node time) or ``"edge_time"``.
+        replace, subgraph_type, disjoint, temporal_strategy, weight_attr, directed: As PyG's
+            (``weight_attr``: ``"edge_weight"``).
+        transform / transform_sampler_output / filter_per_worker: As PyG's.
+        is_sorted: Accepted for PyG compatibility; partitions are always sorted.
+        neighbor_sampler: A ready :class:`~pyg_dist.sampler.dist_neighbor.DistNeighborSampler`.
         ctx, seed_split, shuffle_seed, seed, concurrency, node_attrs, edge_attrs, timeout, rpc_port: As
             :class:`~pyg_dist.loader.dist_node_loader.DistNeighborLoader` (``seed_split="rank"``:
             ``edge_label_index`` is this rank's own seed list, kept whole).

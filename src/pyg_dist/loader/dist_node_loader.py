@@ -105,7 +105,7 @@ class DistNeighborLoader(dist_base.DistLoaderMixin, KeyedNodeBatches, NodeLoader
             ``"train_mask"``, or the GLOBAL seed ids / bool mask (same tensor on every rank; each
             rank keeps the seeds its partition owns). Hetero: ``(node_type, any of those)``.
         input_time: Seed times aligned with a tensor ``input_nodes`` (temporal sampling).
-        replace, subgraph_type, disjoint, temporal_strategy, weight_attr, directed: As PyG's
+        replace, subgraph_type, disjoint, temporal_strategy, time_attr, weight_attr, directed: As PyG's
             (``time_attr``: ``"time"`` for node time, ``"edge_time"`` for edge time;
             ``weight_attr``: ``"edge_weight"``).
         transform / transform_sampler_output / filter_per_worker: As PyG's.

@@ -3,13 +3,16 @@
 
 Names follow ``torch_geometric.distributed`` where the meaning matches. Typical use in every process::
 
+    from pyg_dist import serve_partition
     from pyg_dist.context import DistContext
     from pyg_dist.rpc import rpc_session
     from pyg_dist.store import load_stores
 
     ctx = DistContext.from_env(num_partitions=2)
     graph, feats = load_stores("/data/products-2", ctx=ctx)   # checks the folder against the world
-    feats.serve()                                             # answer peers' lookups (before init)
+    serve_partition(graph, feats)                             # answer peers (before init)
+
+(``dist_session`` does all of this for a training job.)
     with rpc_session(ctx):
         x = feats.lookup_features(torch.tensor([0, 123456]))  # local and remote rows, in order
         feats.set_cache(build_cache(graph, feats, "presample", cache_ratio=0.25, num_neighbors=[15, 10, 5]))

@@ -62,11 +62,12 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
     """PyG ``FeatureStore`` over one partition; indices are GLOBAL ids of the partitioned graph.
 
     Build it with :meth:`from_partition` (or :func:`pyg_dist.store.load_stores` for both stores at
-    once). Call :meth:`serve` before ``init_rpc`` in every process that answers for its partition.
+    once). Every process that answers for its partition serves it with
+    :func:`~pyg_dist.sampler.dist_neighbor.serve_partition` before ``init_rpc`` (``dist_session`` does).
 
     Example:
         >>> fs = LocalFeatureStore.from_partition("/tmp/demo-2", 0)           # doctest: +SKIP
-        >>> fs.serve()                                                         # doctest: +SKIP
+        >>> serve_partition(None, fs)                                          # doctest: +SKIP
         >>> with rpc_session(ctx):                                             # doctest: +SKIP
         ...     x = fs.lookup_features(torch.tensor([5, 1999, 7]))             # any mix of partitions
         ...     y = fs.get_tensor(None, "y", torch.tensor([1999]))             # PyG interface
@@ -260,7 +261,9 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
 
     # ------------------------------------------------------------------ serving remote lookups
     def serve(self, replace: bool = False) -> None:
-        """Answers remote lookups in this process with this store (register before ``init_rpc``).
+        """Answers remote lookups in this process with this store (register before ``init_rpc``); the
+        store's part of :func:`~pyg_dist.sampler.dist_neighbor.serve_partition`, which is how a partition is
+        served (this method is its primitive, kept for its ``replace`` check).
 
         One store per process serves: ``replace=True`` replaces another store that serves already.
         """

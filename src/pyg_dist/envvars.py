@@ -1,0 +1,126 @@
+"""Every ``PYG_DIST_*`` environment variable pyg_dist reads: its type, default, meaning and the setting it backs.
+
+This is a registry, not a reader: each variable is still read where it acts (the module named in its
+meaning), and ``tests/testing/test_settings.py`` checks, with a regex over the sources, that the code reads no
+variable this table lacks and that the table names none the code never mentions. ``docs/settings.md`` shows
+it beside the settings of the configuration objects (``scripts/gen_settings.py``).
+
+A variable that backs a setting (``field``, ``Object.parameter``) is that setting's default: the setting,
+when given, wins.
+
+Example:
+    >>> env_var("PYG_DIST_RPC_PORT").field
+    'TrainConfig.rpc_port'
+    >>> [v.name for v in ENV_VARS] == sorted(v.name for v in ENV_VARS)
+    True
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from pyg_dist.errors import InvalidArgumentError
+
+_NAME = re.compile(r"PYG_DIST_[A-Z_]+")
+_FIELD = re.compile(r"[A-Za-z_]\w*\.[A-Za-z_]\w*")
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    """One environment variable.
+
+    Args:
+        name: The variable, ``PYG_DIST_...``.
+        type: What its value is read as (``int``, ``float``, ``str``, ``path``, ``flag``).
+        default: What holds when it is unset (a value, or where the value then comes from; Markdown).
+        meaning: What it does, which module reads it and when, and which way precedence goes (Markdown:
+            code in backticks, as ``docs/settings.md`` shows it).
+        field: The setting it backs, ``Object.parameter`` (the setting wins when given); ``None`` if none.
+    """
+    name: str
+    type: str
+    default: str
+    meaning: str
+    field: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
+            raise InvalidArgumentError("EnvVar", "name", self.name, "a name PYG_DIST_[A-Z_]+")
+        for arg in ("type", "default", "meaning"):
+            if not isinstance(getattr(self, arg), str) or not getattr(self, arg):
+                raise InvalidArgumentError("EnvVar", arg, getattr(self, arg), "a non-empty str")
+        if self.field is not None and (not isinstance(self.field, str) or not _FIELD.fullmatch(self.field)):
+            raise InvalidArgumentError("EnvVar", "field", self.field, "None or 'Object.parameter'")
+
+
+#: Every variable, sorted by name.
+ENV_VARS: Tuple[EnvVar, ...] = (
+    EnvVar(
+        "PYG_DIST_BACKEND", "str", "`auto` (also when empty)",
+        "Sampling-kernel switch, read at every kernel call (`pyg_dist.ops.backend`), so child processes follow "
+        "their own environment. `auto`: numba for CPU tensors when it imports, else the torch kernels. `torch`: "
+        "behave exactly as if numba were not installed (numba is not imported; `backend='numba'` raises). Any "
+        "other value raises `InvalidArgumentError` naming the variable."),
+    EnvVar(
+        "PYG_DIST_BUFFER_POOL_MB", "float", "`1024`",
+        "Bound, in MiB, of the per-process pool of recycled large gather buffers (`pyg_dist.store.buffers`), "
+        "read once when that module is imported; `0` turns pooling off; a value that is no number >= 0 raises "
+        "`InvalidArgumentError`. `set_buffer_pool_limit()` overrides it later in the process."),
+    EnvVar(
+        "PYG_DIST_DATA", "path", "`<repo>/../shared/data`",
+        "Folder of shared real data (Planetoid raw files, ...) that `load_planetoid()` reads when it is given "
+        "no `root` (`pyg_dist.datasets.planetoid.shared_data_root`); an explicit `root` wins; empty counts as "
+        "unset."),
+    EnvVar(
+        "PYG_DIST_FAILURE_TIMEOUT", "float", "`20`",
+        "The failure bound in seconds after start-up (`pyg_dist.timeouts`): remote calls, collectives and the "
+        "shutdown barrier fail within it; also the default of the remote-call timeouts "
+        "(`TrainConfig.call_timeout`, the loaders' `timeout`) and of `TMAConfig.timeout`. "
+        "`TrainConfig.failure_timeout`, when set, wins: `dist_session()` writes it into this variable, so "
+        "sampler workers inherit it. Not a number > 0: `InvalidArgumentError`.",
+        field="TrainConfig.failure_timeout"),
+    EnvVar(
+        "PYG_DIST_IFNAME", "str", "unset: the interface that reaches `MASTER_ADDR`",
+        "Network interface every pyg_dist listener binds (`pyg_dist.iface`): the rendezvous stores pyg_dist "
+        "hosts listen on its IPv4 address, and TensorPipe / gloo get it as `TP_SOCKET_IFNAME` / "
+        "`GLOO_SOCKET_IFNAME` unless those are set (they win). An interface without an IPv4 address raises "
+        "`InvalidArgumentError` naming the variable."),
+    EnvVar(
+        "PYG_DIST_MALLOC_TUNING", "flag", "`1` (on)",
+        "glibc allocator tuning (`pyg_dist._alloc.tune_allocator`: mmap threshold 32 MiB, trim threshold "
+        "256 MiB, one arena), applied once per process when `dist_session()` or a sampler worker starts; `0`, "
+        "`false`, `no` or `off` keep the allocator's defaults."),
+    EnvVar(
+        "PYG_DIST_RPC_PORT", "int", "`MASTER_PORT + 1`",
+        "RPC's own rendezvous port (`pyg_dist.context.DistContext.from_env`); never `MASTER_PORT`, which is "
+        "DDP's. `TrainConfig.rpc_port` (or `DistContext.from_env(rpc_port=...)`), when set, wins; empty counts "
+        "as unset. The loaders' worker worlds rendezvous on the resolved port + loader index unless their "
+        "`rpc_port` is given. Not an integer: `InvalidArgumentError`.",
+        field="TrainConfig.rpc_port"),
+    EnvVar(
+        "PYG_DIST_RPC_TRANSPORTS", "str", "`uv`",
+        "TensorPipe transports of the RPC world (`pyg_dist.rpc.runtime`), read at `init_rpc`: a comma list of "
+        "`uv`, `shm`, `ibv`, or `default` for TensorPipe's own choice (its shared-memory transport "
+        "busy-polls); anything else raises `InvalidArgumentError`."),
+    EnvVar(
+        "PYG_DIST_TRACEBACK", "flag", "unset (one line per error)",
+        "Exactly `1`: `run_main()` (`pyg_dist.train.entry`) prints the full traceback of a pyg_dist error on "
+        "stderr before its one line `[rank r] ErrorType: message`; otherwise the traceback goes to the "
+        "`pyg_dist` log at DEBUG only."),
+)
+
+
+def env_var(name: str) -> EnvVar:
+    """The registry entry of variable ``name``.
+
+    Raises:
+        InvalidArgumentError: ``name`` is not in :data:`ENV_VARS`.
+    """
+    for var in ENV_VARS:
+        if var.name == name:
+            return var
+    raise InvalidArgumentError("env_var", "name", name, f"one of {[v.name for v in ENV_VARS]}")
+
+
+__all__ = ["EnvVar", "ENV_VARS", "env_var"]
