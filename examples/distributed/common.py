@@ -1,4 +1,4 @@
-"""Pieces shared by the distributed examples: the model, argument parsing, logging, progress bars."""
+"""What the distributed examples share: the models, the one argument parser, logging, progress bars."""
 from __future__ import annotations
 
 import argparse
@@ -52,26 +52,49 @@ def fanouts(text: str) -> List[int]:
 LOG = logging.getLogger("examples")
 
 
-def base_parser(doc: str) -> argparse.ArgumentParser:
+def parser(doc: str, *, folder: bool = True, epochs: bool = False, workers: bool = False,
+           concurrency: bool = False, max_steps: bool = False, checkpoints: bool = False,
+           graph: bool = False) -> argparse.ArgumentParser:
+    """The one parser of the examples here. Each flag that several of them share is declared below, once; an
+    example picks the sets it has, adds its own flags and changes a shared default with ``set_defaults``.
+
+    Always ``--batch-size``, ``--num-neighbors``, ``--seed``. ``folder``: a trainer on a partition folder
+    (``--partition-dir``, ``--hidden``, ``--lr``, ``--quiet``). ``checkpoints``: ``--checkpoint-*``.
+    ``graph``: a graph to generate and partition (``--num-nodes``, ``--num-parts``, ``--method``). The other
+    switches: the one flag each names."""
     p = argparse.ArgumentParser(description=doc.splitlines()[0])
-    p.add_argument("--partition-dir", required=True, help="folder written by pyg-dist-partition")
-    p.add_argument("--epochs", type=int, default=5)
+    if folder:
+        p.add_argument("--partition-dir", required=True, help="folder written by pyg-dist-partition")
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--num-neighbors", type=fanouts, default=[10, 5])
-    p.add_argument("--num-workers", type=int, default=0, help="sampler workers per trainer (they join RPC)")
-    p.add_argument("--concurrency", type=int, default=1,
-                   help="batches in flight per trainer (num_workers=0: sampled while the step trains; batches "
-                        "are the same whatever it is)")
-    p.add_argument("--hidden", type=int, default=64)
-    p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-steps", type=int, default=0, help="stop each epoch after this many batches (0: all)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars, no start-up messages")
-    p.add_argument("--checkpoint-dir", default=None,
-                   help="write checkpoints here; a run started on a folder holding one resumes from it exactly")
-    p.add_argument("--checkpoint-every", type=int, default=None, help="checkpoint every this many steps")
-    p.add_argument("--checkpoint-interval", type=float, default=None,
-                   help="checkpoint every this many seconds (default 60 when --checkpoint-every is not given)")
+    if folder:
+        p.add_argument("--hidden", type=int, default=64)
+        p.add_argument("--lr", type=float, default=0.01, help="Adam's learning rate (of the dense layers)")
+        p.add_argument("--quiet", action="store_true", help="no progress bars, no start-up messages")
+    if epochs:
+        p.add_argument("--epochs", type=int, default=5)
+    if workers:
+        p.add_argument("--num-workers", type=int, default=0, help="sampler workers per trainer (they join RPC)")
+    if concurrency:
+        p.add_argument("--concurrency", type=int, default=1,
+                       help="batches in flight per trainer (num_workers=0: sampled while the step trains; "
+                            "batches are the same whatever it is)")
+    if max_steps:
+        p.add_argument("--max-steps", type=int, default=0,
+                       help="stop each epoch after this many batches (0: all); TMA with --interval-steps: the "
+                            "steps of every trainer")
+    if checkpoints:
+        p.add_argument("--checkpoint-dir", default=None,
+                       help="write checkpoints here; a run started on a folder holding one resumes from it exactly")
+        p.add_argument("--checkpoint-every", type=int, default=None, help="checkpoint every this many steps")
+        p.add_argument("--checkpoint-interval", type=float, default=None,
+                       help="checkpoint every this many seconds (default 60 when --checkpoint-every is not given)")
+    if graph:
+        p.add_argument("--num-nodes", type=int, default=20_000, help="nodes of the generated graph")
+        p.add_argument("--num-parts", type=int, default=2, help="partitions of the generated graph (= trainers)")
+        p.add_argument("--method", default="metis", choices=["metis", "random", "supernode", "hybrid"],
+                       help="partition method of the generated graph")
     return p
 
 
@@ -88,12 +111,17 @@ def resume(env, ckpt) -> None:
                     f"(step {ckpt.global_step})")
 
 
+#: Flags that must be positive, or not negative, where an example has them.
+POSITIVE = ("epochs", "batch_size", "hidden", "num_nodes", "num_parts")
+NON_NEGATIVE = ("num_workers", "max_steps")
+
+
 def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.Namespace:
-    for name in ("epochs", "batch_size", "hidden"):
-        if getattr(args, name) <= 0:
+    for name in POSITIVE:
+        if getattr(args, name, 1) <= 0:
             p.error(f"--{name.replace('_', '-')} got {getattr(args, name)}; expected a positive int")
-    for name in ("num_workers", "max_steps"):
-        if getattr(args, name) < 0:
+    for name in NON_NEGATIVE:
+        if getattr(args, name, 0) < 0:
             p.error(f"--{name.replace('_', '-')} got {getattr(args, name)}; expected a non-negative int")
     return args
 

@@ -19,6 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from common import check_args, parser
+
 HERE = Path(__file__).resolve().parent
 #: The generator's settings: 8 learnable classes from noisy features plus community structure.
 SYNTHETIC = dict(avg_degree=10.0, num_features=32, num_classes=8, community_size=200, intra_frac=0.85,
@@ -26,23 +28,12 @@ SYNTHETIC = dict(avg_degree=10.0, num_features=32, num_classes=8, community_size
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # the graph to generate and partition; the training flags go on to node_classification.py
+    p = parser(__doc__, folder=False, graph=True, epochs=True, workers=True)
     p.add_argument("--dataset", choices=["synthetic", "cora", "citeseer"], default="synthetic")
     p.add_argument("--root", default=None, help="folder with the Planetoid raw files (cora / citeseer)")
-    p.add_argument("--num-nodes", type=int, default=20_000, help="nodes of the generated graph")
-    p.add_argument("--num-parts", type=int, default=2, help="partitions = ranks")
-    p.add_argument("--method", default="metis", choices=["metis", "random", "supernode", "hybrid"])
-    p.add_argument("--epochs", type=int, default=5)
-    p.add_argument("--batch-size", type=int, default=256)
-    p.add_argument("--num-neighbors", default="10,5")
-    p.add_argument("--num-workers", type=int, default=0)
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--keep", default=None, help="write the partition folder here and keep it")
-    args = p.parse_args(argv)
-    for name in ("num_nodes", "num_parts", "epochs", "batch_size"):
-        if getattr(args, name) <= 0:
-            p.error(f"--{name.replace('_', '-')} got {getattr(args, name)}; expected a positive int")
-    return args
+    return check_args(p, p.parse_args(argv))
 
 
 def partition(args: argparse.Namespace, out: str) -> None:
@@ -71,7 +62,7 @@ def main(argv=None) -> int:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                f"--nproc-per-node={args.num_parts}", str(HERE / "node_classification.py"),
                "--partition-dir", out, "--epochs", str(args.epochs), "--batch-size", str(args.batch_size),
-               "--num-neighbors", args.num_neighbors, "--num-workers", str(args.num_workers),
+               "--num-neighbors", ",".join(map(str, args.num_neighbors)), "--num-workers", str(args.num_workers),
                "--seed", str(args.seed)]
         env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
         print(" ".join(cmd[2:]), flush=True)

@@ -15,35 +15,23 @@ per-epoch loss and validation accuracy and, last, ``test_acc=<float>``.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
 import torch
 import torch.nn.functional as F
 
-from common import GraphSAGE, checkpoint_config, fanouts, resume, setup
+from common import GraphSAGE, check_args, checkpoint_config, parser, resume, setup
 from pyg_dist.train.entry import run_main
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--partition-dir", required=True)
-    p.add_argument("--epochs", type=int, default=30)
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--num-neighbors", type=fanouts, default=[10, 5])
-    p.add_argument("--dim", type=int, default=64)
-    p.add_argument("--hidden", type=int, default=64)
-    p.add_argument("--lr", type=float, default=0.01, help="dense layers (Adam)")
+    p = parser(__doc__, epochs=True, checkpoints=True)  # checkpoints hold the embedding rows and their state too
+    p.set_defaults(epochs=30, batch_size=64)
+    p.add_argument("--dim", type=int, default=64, help="width of every node's learnable row")
     p.add_argument("--emb-lr", type=float, default=0.05, help="embedding rows (SparseAdam)")
     p.add_argument("--sync", action="store_true", help="exact embedding steps (barrier per step)")
     p.add_argument("--single", action="store_true", help="the one-process nn.Embedding baseline")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quiet", action="store_true")
-    p.add_argument("--checkpoint-dir", default=None, help="checkpoints (embedding rows and optimizer state too); "
-                   "a run started on a folder holding one resumes from it")
-    p.add_argument("--checkpoint-every", type=int, default=None, help="checkpoint every this many steps")
-    p.add_argument("--checkpoint-interval", type=float, default=None, help="... or every this many seconds")
-    args = p.parse_args(argv)
+    args = check_args(p, p.parse_args(argv))
     if args.single and args.checkpoint_dir:
         p.error("--checkpoint-dir is for the distributed run (not --single)")
     return args
@@ -130,7 +118,7 @@ def single(args) -> float:
 
 def main(argv=None):
     args = parse_args(argv)
-    setup(argparse.Namespace(quiet=args.quiet))
+    setup(args)
     return single(args) if args.single else distributed(args)
 
 

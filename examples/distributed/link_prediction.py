@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.sampler import NegativeSampling
 
-from common import LinkModel, base_parser, check_args, checkpoint_config, print0, resume, set_loss, setup, steps
+from common import LinkModel, check_args, checkpoint_config, parser, print0, resume, set_loss, setup, steps
 from pyg_dist import DistLinkNeighborLoader, InvalidArgumentError, TrainConfig, dist_session, wrap_ddp
 from pyg_dist.format import read_meta
 from pyg_dist.train.entry import run_main
@@ -26,7 +26,7 @@ from pyg_dist.train.session import all_sum
 
 
 def parse_args(argv=None, doc: str = __doc__):
-    p = base_parser(doc)
+    p = parser(doc, epochs=True, workers=True, concurrency=True, max_steps=True, checkpoints=True)
     return check_args(p, p.parse_args(argv))
 
 

@@ -20,14 +20,14 @@ import time
 import torch
 import torch.nn.functional as F
 
-from common import GraphSAGE, base_parser, check_args, checkpoint_config, print0, resume, set_loss, setup, steps
+from common import GraphSAGE, check_args, checkpoint_config, parser, print0, resume, set_loss, setup, steps
 from pyg_dist import DistNeighborLoader, InvalidArgumentError, TrainConfig, dist_session, wrap_ddp
 from pyg_dist.train.entry import run_main
 from pyg_dist.train.session import all_sum
 
 
 def parse_args(argv=None):
-    p = base_parser(__doc__)
+    p = parser(__doc__, epochs=True, workers=True, concurrency=True, max_steps=True, checkpoints=True)
     p.add_argument("--target", default=None, help="labelled node type of a heterogeneous folder")
     p.add_argument("--cache-ratio", type=float, default=None,
                    help="fill a remote-feature cache at start-up, this fraction of the partition's own feature "

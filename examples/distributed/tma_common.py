@@ -1,4 +1,4 @@
-"""What the two TMA examples share: arguments, the TMA run, the synchronous DDP baseline, the result lines.
+"""What the two TMA examples share: their flags, the TMA run, the synchronous DDP baseline, the result lines.
 
 A task supplies ``make_model(in_dim, out_dim) -> model``, ``loss(model, batch) -> loss``, ``local_loader(data,
 rank) -> loader`` (one-machine loader over the trainer's own subgraph), ``dist_loader(env) -> loader``
@@ -15,7 +15,6 @@ from typing import Any, Callable, Optional
 import torch
 import torch.distributed as dist
 
-from common import fanouts
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.tma import TMAConfig, local_subgraph, run_tma, whole_graph
 
@@ -31,21 +30,13 @@ class Task:
     classes: bool  # output size = number of classes (max y + 1 over every rank), else --hidden
 
 
-def parser(doc: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=doc.splitlines()[0])
-    p.add_argument("--partition-dir", required=True)
+def add_tma_flags(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The TMA examples' own flags, added to ``common.parser(doc, max_steps=True)``."""
     p.add_argument("--mode", choices=("tma", "ddp"), default="tma")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between aggregations")
     p.add_argument("--total-time", type=float, default=20.0, help="seconds of training")
     p.add_argument("--interval-steps", type=int, default=0, help="aggregate every N steps instead (with --max-steps)")
-    p.add_argument("--max-steps", type=int, default=0)
-    p.add_argument("--batch-size", type=int, default=256)
-    p.add_argument("--num-neighbors", type=fanouts, default=[10, 5])
-    p.add_argument("--hidden", type=int, default=64)
-    p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--weight-decay", type=float, default=0.0, help="Adam's weight decay (every mode)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quiet", action="store_true")
     p.add_argument("--average-optimizer", action="store_true", help="also average Adam's moments at every round")
     return p
 

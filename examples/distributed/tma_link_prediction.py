@@ -16,17 +16,16 @@ on embeddings of the whole training graph. The last two lines are ``stats={json}
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
 import torch
 import torch.nn.functional as F
 from torch_geometric.sampler import NegativeSampling
 
-from common import LinkModel, setup
+from common import LinkModel, check_args, parser, setup
 from pyg_dist.format import read_meta
 from pyg_dist.train.entry import run_main
-from tma_common import Task, parser, report, run_ddp_mode, run_tma_mode
+from tma_common import Task, add_tma_flags, report, run_ddp_mode, run_tma_mode
 
 NEGATIVES = 100
 
@@ -91,15 +90,14 @@ def task(args) -> Task:
 
 
 def main(argv=None):
-    p = parser(__doc__)
-    p.add_argument("--prepare", action="store_true", help="hold edges out and partition (no training)")
-    p.add_argument("--method", default="random", help="with --prepare: the partition method")
-    p.add_argument("--num-parts", type=int, default=2, help="with --prepare")
-    p.add_argument("--num-nodes", type=int, default=20000, help="with --prepare: size of the generated graph")
-    args = p.parse_args(argv)
+    p = add_tma_flags(parser(__doc__, max_steps=True, graph=True))  # graph: what --prepare generates
+    p.set_defaults(method="random")
+    p.add_argument("--prepare", action="store_true",
+                   help="hold edges out of the generated graph and partition it (no training)")
+    args = check_args(p, p.parse_args(argv))
     if args.prepare:
         return prepare(args)
-    setup(argparse.Namespace(quiet=args.quiet))
+    setup(args)
     run = run_tma_mode if args.mode == "tma" else run_ddp_mode
     out = run(task(args), args, read_meta(args.partition_dir))
     report(out, "mrr")

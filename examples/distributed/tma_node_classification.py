@@ -15,17 +15,16 @@ seconds at an epoch's end). The last two lines are ``stats={json}`` and ``test_a
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
 import torch
 import torch.nn.functional as F
 
-from common import GraphSAGE, setup
+from common import GraphSAGE, check_args, parser, setup
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.format import read_meta
 from pyg_dist.train.entry import run_main
-from tma_common import Task, parser, report, run_ddp_mode, run_tma_mode
+from tma_common import Task, add_tma_flags, report, run_ddp_mode, run_tma_mode
 
 
 def accuracy(model, full, split: str) -> float:
@@ -58,8 +57,9 @@ def task(args) -> Task:
 
 
 def main(argv=None):
-    args = parser(__doc__).parse_args(argv)
-    setup(argparse.Namespace(quiet=args.quiet))
+    p = add_tma_flags(parser(__doc__, max_steps=True))
+    args = check_args(p, p.parse_args(argv))
+    setup(args)
     meta = read_meta(args.partition_dir)
     if meta.is_hetero:
         raise InvalidArgumentError("tma_node_classification.py", "--partition-dir", args.partition_dir,

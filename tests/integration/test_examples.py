@@ -30,6 +30,13 @@ def _torchrun(script, *args, nproc=2, timeout=240):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
+def _world_line(lines):
+    """Rank 0's start-up line (``world=...``); a cold numba cache may print "compiling sampling kernels" first."""
+    found = [ln for ln in lines if ln.startswith("world=")]
+    assert found, lines
+    return found[0]
+
+
 def _test_acc(proc):
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-5000:])
     lines = proc.stdout.strip().splitlines()
@@ -58,7 +65,7 @@ def test_hetero_node_classification_with_sampler_workers(tmp_path):
                      "--cache-ratio", "0.2")  # filled by the trainers (process group), used by the workers
     lines, acc = _test_acc(proc)
     assert any(ln.startswith("rank 0: feature cache FeatureCache(rows={'paper'") for ln in lines), lines
-    assert "hetero=True" in [ln for ln in lines if not ln.startswith("rank ")][0], lines
+    assert "hetero=True" in _world_line(lines), lines
     # 8 classes on the target type: chance is 0.125; this run (4 steps per epoch) measured 0.42 (0.41-0.57 on
     # graph seeds 0-5, deterministic per seed)
     assert acc > 0.25, lines
@@ -74,7 +81,7 @@ def test_link_examples(tmp_path, script):
     proc = _torchrun(script, "--partition-dir", str(tmp_path / "l2"), "--epochs", "2", "--batch-size", "64",
                      "--num-neighbors", "4,3", "--max-steps", "16", "--concurrency", "2")
     lines, acc = _test_acc(proc)
-    assert f"temporal={script.startswith('temporal')}" in lines[0], lines
+    assert f"temporal={script.startswith('temporal')}" in _world_line(lines), lines
     # one negative per positive: chance is 0.5 (+-0.008 over the 4096 test links of 16 steps); 16 steps per
     # epoch measured 0.638 (link) / 0.665 (temporal), 0.62-0.67 on graph seeds 0, 1, 3 (4 steps: 0.53-0.61)
     assert acc > 0.56, lines
