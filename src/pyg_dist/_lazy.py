@@ -7,6 +7,7 @@ Example::
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Callable, Dict, List, Tuple
 
 
@@ -19,7 +20,9 @@ def lazy_names(package: str, names: Dict[str, str],
         module = names.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        return getattr(importlib.import_module(module), name)
+        value = getattr(importlib.import_module(module), name)
+        setattr(sys.modules[package], name, value)  # later lookups are plain attribute reads (hot paths use them)
+        return value
 
     def __dir__() -> List[str]:
         return public
