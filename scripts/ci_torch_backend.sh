@@ -16,7 +16,8 @@ TESTS=(
     tests/partition/test_partition.py            # partitioner (metis / random / supernode), round trips
     tests/partition/test_partition_cli.py        # the CLI, symmetric_csr / relabel_csc oracles
     tests/partition/test_partition_errors.py
-    tests/partition/test_out_of_core.py          # out-of-core partitioner == the in-memory one (torch relabel)
+    tests/partition/ooc/test_out_of_core.py      # out-of-core partitioner == the in-memory one (torch relabel)
+    tests/format/test_schema.py                  # every writer saves schema entries, every reader reads them
     tests/store/test_store.py                    # local graph / feature stores
     tests/store/test_store_world.py              # remote lookups routed by the partition book (2 spawned ranks)
     tests/sampler/test_neighbor_sampler.py       # one-process sampler vs k_hop_subgraph
