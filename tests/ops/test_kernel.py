@@ -132,6 +132,25 @@ def test_relabel_first_seen_order(backend):
     d.close()
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("disjoint", [False, True])
+@pytest.mark.parametrize("bad", [20, 10**7, -1])
+def test_relabel_refuses_ids_outside_the_type_and_stays_clean(backend, disjoint, bad):
+    """An id from a corrupt file or reply is an IndexError naming it, not a write outside the map; the
+    relabeler (and a pooled dense map) holds only what came before."""
+    pool = []
+    r = make_relabeler(20, disjoint=disjoint, backend=backend, pool=pool)
+    batch = (lambda n: torch.zeros(n, dtype=torch.long)) if disjoint else (lambda n: None)
+    assert r.add(torch.tensor([5, 3]), batch(2)).tolist() == [0, 1]
+    with pytest.raises(IndexError, match=f"id {bad} at position 1"):
+        r.add(torch.tensor([9, bad, 4]), batch(3))
+    assert r.nodes.tolist() == [5, 3]
+    assert r.add(torch.tensor([4, 5]), batch(2)).tolist() == [2, 0]
+    r.close()
+    if pool:
+        assert (pool[0] == -1).all()
+
+
 def test_relabel_hash_grows_and_dense_pool_is_reset():
     if "numba" not in BACKENDS:
         pytest.skip(f"needs the numba kernels: {numba_unavailable_reason()}")

@@ -92,6 +92,12 @@ def test_topology_cache_files_and_errors(tmp_path):
         mine = csc.row[csc.colptr[v]:csc.colptr[v + 1]]
         theirs = owner_csc.row[owner_csc.colptr[v - lo]:owner_csc.colptr[v - lo + 1]]
         assert torch.equal(mine, theirs)
+    topo = torch.load(M.topology_cache_path(tmp_path / "t", 0), weights_only=True)
+    entry = next(iter(topo["types"].values()))
+    entry["ids"][-1] = 10**9  # an id past the type: refused before it indexes the pointer table
+    torch.save(topo, M.topology_cache_path(tmp_path / "t", 0))
+    with pytest.raises(PartitionFormatError, match=r"topology_cache.pt.*ids.*1000000000"):
+        load_stores(tmp_path / "t", 0)
     M.topology_cache_path(tmp_path / "t", 1).write_bytes(b"junk")
     with pytest.raises(PartitionFormatError, match="topology cache"):
         load_stores(tmp_path / "t", 1)

@@ -16,12 +16,26 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 @njit(cache=True, nogil=True)
+def _first_outside(ids, size):
+    """Position of the first id outside ``[0, size)``, or -1 (one sequential pass)."""
+    for j in range(ids.shape[0]):
+        g = ids[j]
+        if g < 0 or g >= size:
+            return j
+    return -1
+
+
+@njit(cache=True, nogil=True)
 def relabel_dense(nbr, mapping, nodes, n, out):
     """Writes the local index of every ``nbr`` to ``out``; unseen ids are appended to ``nodes[n:]``.
 
-    Returns the new node count.
+    Returns the new node count, or ``-1 - j`` when ``nbr[j]`` is the first id outside ``[0, len(mapping))``:
+    then nothing was read or written (a first pass checks every id).
     """
     m = nbr.shape[0]
+    bad = _first_outside(nbr, mapping.shape[0])
+    if bad >= 0:
+        return -1 - bad
     for j in range(m):
         if j + _AHEAD < m:
             _prefetch(mapping, nbr[j + _AHEAD])
@@ -38,7 +52,11 @@ def relabel_dense(nbr, mapping, nodes, n, out):
 
 @njit(cache=True, nogil=True)
 def relabel_hash(nbr, nbr_batch, num_nodes, keys, vals, bits, nodes, batch, n, out):
-    """Like :func:`relabel_dense` but per ``(batch, id)`` pair; appends to ``nodes`` and ``batch``."""
+    """Like :func:`relabel_dense` but per ``(batch, id)`` pair; appends to ``nodes`` and ``batch``. Returns
+    ``-1 - j`` (nothing written) when ``nbr[j]`` is the first id outside ``[0, num_nodes)``."""
+    bad = _first_outside(nbr, num_nodes)
+    if bad >= 0:
+        return -1 - bad
     mask = keys.shape[0] - 1
     shift = np.uint64(64 - bits)
     for j in range(nbr.shape[0]):

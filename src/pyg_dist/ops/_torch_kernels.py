@@ -163,7 +163,13 @@ class TorchRelabeler:
         return self._batch
 
     def add(self, ids: Tensor, batch: Optional[Tensor] = None) -> Tensor:
-        """Local index of each id (appending unseen ids in first-seen order)."""
+        """Local index of each id (appending unseen ids in first-seen order); an id outside
+        ``[0, num_nodes)`` is an IndexError naming it (nothing is relabelled), as in the numba relabeler."""
+        outside = (ids < 0) | (ids >= self.num_nodes)
+        if bool(outside.any()):
+            at = int(outside.nonzero()[0])
+            raise IndexError(f"relabel: id {int(ids[at])} at position {at} is outside [0, {self.num_nodes}) "
+                             "(nothing was relabelled)")
         keys = ids
         if self.disjoint:
             assert batch is not None, "a disjoint relabeler needs the batch of each id"

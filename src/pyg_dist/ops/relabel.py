@@ -80,10 +80,14 @@ class NumbaRelabeler:
         self._reserve(ids.shape[0])
         out = np.empty(ids.shape[0], np.int64) if out is None else out
         if self.disjoint:
-            self._n = self._k.relabel_hash(ids, batch, self.num_nodes, self._keys, self._vals, self._bits,
-                                           self._nodes, self._batch, self._n, out)
+            n = self._k.relabel_hash(ids, batch, self.num_nodes, self._keys, self._vals, self._bits,
+                                     self._nodes, self._batch, self._n, out)
         else:
-            self._n = self._k.relabel_dense(ids, self._map, self._nodes, self._n, out)
+            n = self._k.relabel_dense(ids, self._map, self._nodes, self._n, out)
+        if n < 0:  # the kernel stopped before indexing with a bad id
+            raise IndexError(f"relabel: id {int(ids[-1 - n])} at position {-1 - n} is outside [0, {self.num_nodes}) "
+                             "(nothing was relabelled)")
+        self._n = n
         return out
 
     def add(self, ids: Tensor, batch: Optional[Tensor] = None) -> Tensor:

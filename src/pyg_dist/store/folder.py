@@ -15,6 +15,7 @@ from pyg_dist.format import meta as M
 from pyg_dist.format.book import PartitionBook
 from pyg_dist.format.data import PartitionData
 from pyg_dist.format.reader import load_partition
+from pyg_dist.format.validate import check_values
 
 
 def owned_count(book, type_, part: int) -> int:
@@ -136,6 +137,7 @@ def open_partition(where: str, root, part: Optional[int], ctx, mmap: bool) -> Pa
     check_files(meta)
     pd = load_partition(root, part, mmap=mmap)
     check_sizes(pd)
+    check_values(pd)  # ids and pointers in range before any kernel indexes with them
     return pd
 
 

@@ -21,6 +21,7 @@ from pyg_dist.format import meta as M
 from pyg_dist.format.cache_file import read_topology_cache
 from pyg_dist.format.data import GraphPart, PartitionData
 from pyg_dist.format.schema import TopologyCacheEntry
+from pyg_dist.format.validate import check_ids
 from pyg_dist.ops import CSC, normalize_time
 from pyg_dist.store.folder import PartitionStoreMixin
 
@@ -51,6 +52,12 @@ def _topology_cache(data: PartitionData, mmap: bool) -> Dict[Tuple[str, str, str
         et = str_edge_type(key)
         entry = TopologyCacheEntry.from_dict(raw, path, key)
         n = data.meta.num_nodes[et[2]]
+        check_ids(path, f"entry {key!r}, ids", entry.ids, n)  # before they index below
+        check_ids(path, f"entry {key!r}, row", entry.row, data.meta.num_nodes[et[0]])
+        check_ids(path, f"entry {key!r}, edge_id", entry.edge_id, data.meta.num_edges[et])
+        if entry.count.numel() != entry.ids.numel() or int(entry.count.sum()) != entry.row.numel():
+            raise PartitionFormatError(path, f"entry {key!r}: counts of {entry.count.numel()} ids sum to "
+                                             f"{int(entry.count.sum())}, not to its {entry.row.numel()} rows")
         colptr = torch.zeros(n + 1, dtype=torch.int64)
         colptr[entry.ids + 1] = entry.count
         mask = torch.zeros(n, dtype=torch.bool)
