@@ -177,3 +177,26 @@ def test_errors_are_typed(data, tmp_path):
     torch.save(state, tmp_path / "step_000000001" / "rank_0.pt")
     with pytest.raises(CheckpointError, match="written by 4 ranks, resumed by 1"):
         Checkpointer(tmp_path, model=torch.nn.Linear(2, 2)).resume()
+
+
+def test_a_truncated_newest_checkpoint_falls_back_to_the_older_one(data, tmp_path, caplog):
+    ckpt = _parts(data, tmp_path)[-1]
+    for step in (3, 6):
+        ckpt.global_step = step
+        ckpt.save()
+    newest = tmp_path / "step_000000006" / "rank_0.pt"
+    newest.write_bytes(newest.read_bytes()[:200])          # a disk that filled up, a copy cut short
+    fresh = _parts(data, tmp_path)[-1]
+    with caplog.at_level("WARNING", logger="pyg_dist"):
+        assert fresh.resume()
+    assert fresh.resumed_from == tmp_path / "step_000000003" and fresh.global_step == 3
+    assert any("skipping checkpoint" in r.message and "rank_0.pt" in r.message for r in caplog.records)
+    (tmp_path / "step_000000003" / "rank_0.pt").write_bytes(b"junk")
+    assert not _parts(data, tmp_path)[-1].resume()        # nothing readable left: a fresh start, not a crash
+
+
+def test_a_failed_write_is_typed_and_leaves_no_temp_file(tmp_path):
+    from pyg_dist.train.checkpoint import _atomic_save
+    with pytest.raises(CheckpointError, match=r"writing .*state.pt failed: .*(pickle|Pickl)"):
+        _atomic_save({"fn": lambda: 0}, tmp_path / "state.pt")  # fails half-way through the write
+    assert list(tmp_path.iterdir()) == []

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import random
 import shutil
 import time
@@ -260,14 +261,25 @@ class Checkpointer:
 
     # ------------------------------------------------------------------ resuming
     def resume(self) -> bool:
-        """Loads the newest checkpoint every rank completed (collective); ``False`` when there is none."""
+        """Loads the newest checkpoint every rank completed and every rank can read (collective); ``False``
+        when there is none. A newer checkpoint whose file some rank cannot read (truncated, corrupt) is
+        skipped on every rank, with a warning naming the rank, the file and why."""
         if self.directory is None:
             return False
-        step = _agree_latest(self._complete_steps(), self.world_size)
-        if step is None:
-            return False
-        folder = self.directory / f"{_PREFIX}{step:09d}"
-        state = torch.load(folder / f"rank_{self.rank}.pt", weights_only=True)
+        candidates = self._complete_steps()
+        while True:
+            step = _agree_latest(candidates, self.world_size)
+            if step is None:
+                return False
+            folder = self.directory / f"{_PREFIX}{step:09d}"
+            state, problem = _read_rank_file(folder / f"rank_{self.rank}.pt")
+            bad = _gather_problems(problem, self.world_size)
+            if not bad:
+                break
+            LOG.warning("rank %d: skipping checkpoint %s: %s", self.rank, folder,
+                        "; ".join(f"rank {r}: {text}" for r, text in bad))
+            candidates = [s for s in candidates if s < step]
+        assert state is not None  # every rank read its file
         if state.get("world_size") != self.world_size:
             raise CheckpointError(f"{folder}: written by {state.get('world_size')} ranks, resumed by "
                                   f"{self.world_size} (resume with the same world size)")
@@ -315,13 +327,43 @@ def _barrier() -> None:
 
 
 def _atomic_save(obj, path: Path) -> None:
-    """``torch.save`` to a temp file, fsync, then rename: a reader sees the old file or the whole new one."""
+    """``torch.save`` to a temp file, fsync, then rename: a reader sees the old file or the whole new one. A
+    failed write removes its temp file and is a :class:`CheckpointError` naming the file and the cause
+    (``No space left on device``, ...)."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        torch.save(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        if isinstance(exc, (OSError, RuntimeError, pickle.PicklingError, AttributeError, TypeError)):
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"{type(exc).__name__}: {exc}"
+            raise CheckpointError(f"writing {path} failed: {why}") from exc
+        raise
+
+
+def _read_rank_file(path: Path):
+    """``(state, None)``, or ``(None, why)`` when this rank's file of a completed step cannot be read."""
+    try:
+        state = torch.load(path, weights_only=True)
+    except Exception as exc:  # noqa: BLE001 -- torch raises many types for truncated or corrupt files
+        return None, f"cannot read {path} ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+    if not isinstance(state, dict) or "position" not in state:
+        return None, f"{path} holds no checkpoint state"
+    return state, None
+
+
+def _gather_problems(problem: Optional[str], world_size: int) -> List:
+    """``[(rank, problem)]`` of every rank that could not read its file (one ``all_gather_object``)."""
+    every: list = [problem]
+    if world_size > 1:
+        import torch.distributed as dist
+        every = [None] * world_size
+        dist.all_gather_object(every, problem)
+    return [(rank, text) for rank, text in enumerate(every) if text]
 
 
 def _agree_latest(mine: List[int], world_size: int) -> Optional[int]:
