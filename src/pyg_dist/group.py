@@ -33,21 +33,39 @@ def attempt_store(world_size: Optional[int], timeout: datetime.timedelta, prefix
     return dist.PrefixStore(attempt_prefix() + (f"/{prefix}" if prefix else ""), store)
 
 
+def _own_store(ctx: DistContext, wait: datetime.timedelta):
+    """Outside torchrun: the job's store on ``MASTER_ADDR:MASTER_PORT``, its server (rank 0) bound to that
+    address only (torch's ``env://`` store would listen on every interface)."""
+    import torch.distributed as dist
+
+    from pyg_dist.iface import listening_socket
+    host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    sock = listening_socket(host, port) if ctx.rank == 0 else None
+    store = dist.TCPStore(host, port, ctx.world_size, ctx.rank == 0, timeout=wait, multi_tenant=True,
+                          wait_for_workers=False, master_listen_fd=None if sock is None else sock.fileno())
+    _KEEP[os.getpid()] = (store, sock)  # the server lives as long as the process
+    return store
+
+
+_KEEP: dict = {}
+
+
 def init_process_group(backend: str = "gloo", timeout: float = 120.0, ctx: Optional[DistContext] = None) -> None:
     """Joins torch's default process group (no-op if joined): rank and world from ``ctx`` (default: torchrun's
-    environment); under torchrun through :func:`attempt_store`; gloo and TensorPipe bind ``$PYG_DIST_IFNAME``."""
+    environment); under torchrun through :func:`attempt_store`, else through a store bound to
+    ``MASTER_ADDR`` only; gloo and TensorPipe bind the interface of :func:`pyg_dist.iface.chosen_interface`."""
     import torch.distributed as dist
 
     if dist.is_initialized():
         return
-    from pyg_dist.iface import apply_ifname
-    apply_ifname()  # gloo binds $PYG_DIST_IFNAME's interface
     ctx = ctx if ctx is not None else DistContext.from_env(num_partitions=1)
     if "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:  # a plain `python script.py`
         os.environ.setdefault("MASTER_ADDR", ctx.master_addr)
         os.environ.setdefault("MASTER_PORT", str(ctx.master_port))
+    from pyg_dist.iface import apply_ifname
+    apply_ifname(os.environ["MASTER_ADDR"])  # gloo binds MASTER_ADDR's interface (or $PYG_DIST_IFNAME's)
     wait = datetime.timedelta(seconds=timeout)
-    store = attempt_store(ctx.world_size, wait) if ctx.use_agent_store else None  # torchrun: per attempt
+    store = attempt_store(ctx.world_size, wait) if ctx.use_agent_store else _own_store(ctx, wait)
     dist.init_process_group(backend, rank=ctx.rank, world_size=ctx.world_size, timeout=wait, store=store)
 
 

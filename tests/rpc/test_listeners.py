@@ -1,22 +1,43 @@
 """Every socket pyg_dist opens for RPC listens on the interface of ``MASTER_ADDR`` only."""
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
 import pytest
 
 from pyg_dist.testing import spawn_world
 
 
 def _listeners_rank(rank, world):
+    """Joins the process group (gloo) and the RPC world (TensorPipe), then lists this rank's listeners
+    twice over: from psutil and from pyg_dist.iface.listeners (/proc), which must agree."""
     import psutil
+    import torch.distributed as dist
 
     from pyg_dist import rpc
     from pyg_dist.context import DistContext
+    from pyg_dist.group import init_process_group
+    from pyg_dist.iface import listeners
     ctx = DistContext.from_env(num_partitions=world)
-    with rpc.rpc_session(ctx, timeout=60):
-        proc = psutil.Process()
-        conns = proc.net_connections(kind="tcp") if hasattr(proc, "net_connections") else proc.connections(kind="tcp")
-        listening = sorted({(c.laddr.ip, c.laddr.port) for c in conns if c.status == psutil.CONN_LISTEN})
-        return listening, ctx.rpc_port
+    init_process_group("gloo", 60, ctx)
+    dist.barrier()
+    try:
+        with rpc.rpc_session(ctx, timeout=60):
+            proc = psutil.Process()
+            conns = proc.net_connections(kind="tcp") if hasattr(proc, "net_connections") else proc.connections(kind="tcp")
+            listening = sorted({(c.laddr.ip, c.laddr.port) for c in conns if c.status == psutil.CONN_LISTEN})
+            if listening != listeners():
+                raise AssertionError(f"psutil {listening} != /proc {listeners()}")
+            return listening, ctx.rpc_port
+    finally:
+        dist.destroy_process_group()
 
 
 @pytest.mark.timeout(120)
@@ -24,7 +45,9 @@ def test_rpc_store_and_transport_listen_on_loopback_only():
     res = spawn_world(2, _listeners_rank, timeout=100)
     listening, rpc_port = res[0]
     assert (("127.0.0.1", rpc_port) in listening), listening            # rank 0 hosts the rendezvous store
-    assert all(ip == "127.0.0.1" for ip, _ in listening), listening      # nothing on 0.0.0.0 / ::
+    for rank_listening, _ in res:
+        assert len(rank_listening) >= 2, rank_listening                  # TensorPipe and gloo at least
+        assert all(ip == "127.0.0.1" for ip, _ in rank_listening), rank_listening  # nothing on 0.0.0.0 / ::
 
 
 @pytest.mark.timeout(120)
@@ -50,3 +73,44 @@ def test_ifname_resolution_and_typos(monkeypatch):
     monkeypatch.setenv("PYG_DIST_IFNAME", "nosuchif0")
     with pytest.raises(InvalidArgumentError, match="PYG_DIST_IFNAME"):
         apply_ifname()
+
+
+def main_in_namespace() -> None:
+    """Run inside the namespace: a 2-rank world on 127.0.0.1 with no interface variable; prints its listeners."""
+    for var in ("PYG_DIST_IFNAME", "TP_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
+        os.environ.pop(var, None)
+    print("HOST", socket.gethostbyname(socket.gethostname()))
+    print("RESULT", json.dumps(spawn_world(2, _listeners_rank, timeout=100)))
+
+
+@pytest.mark.timeout(180)
+def test_default_path_listens_on_master_addr_not_the_hostnames_address():
+    """The audit's setup: a private network namespace where the hostname resolves to a second address
+    (10.78.0.1 on a veth, standing in for a second NIC). With MASTER_ADDR=127.0.0.1 and no interface
+    variable, every listener of both ranks (gloo, TensorPipe's transport, the RPC store) is on loopback."""
+    if shutil.which("ip") is None:
+        pytest.skip("no `ip` command (iproute2) on this machine")
+    ns = f"pygd_l_{uuid.uuid4().hex[:6]}"
+    probe = subprocess.run(["ip", "netns", "add", ns], capture_output=True, text=True, timeout=20)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot create a network namespace: {probe.stderr.strip()}")
+    etc = Path("/etc/netns") / ns  # `ip netns exec` mounts these over /etc: the hostname -> 10.78.0.1
+    try:
+        etc.mkdir(parents=True)
+        (etc / "hosts").write_text(f"127.0.0.1 localhost\n10.78.0.1 {socket.gethostname()}\n")
+        for cmd in (["link", "set", "lo", "up"], ["link", "add", "v0", "type", "veth", "peer", "name", "v1"],
+                    ["addr", "add", "10.78.0.1/24", "dev", "v0"], ["link", "set", "v0", "up"],
+                    ["link", "set", "v1", "up"]):
+            subprocess.run(["ip", "-n", ns, *cmd], check=True, capture_output=True, timeout=20)
+        root = Path(__file__).resolve().parents[2]
+        out = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c",
+                              "from tests.rpc.test_listeners import main_in_namespace; main_in_namespace()"],
+                             capture_output=True, text=True, timeout=150, cwd=root)
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=20)
+        shutil.rmtree(etc, ignore_errors=True)
+    lines = dict(line.split(" ", 1) for line in out.stdout.splitlines() if line.startswith(("HOST", "RESULT")))
+    assert out.returncode == 0 and "RESULT" in lines, out.stdout[-3000:] + out.stderr[-3000:]
+    assert lines["HOST"] == "10.78.0.1"  # the namespace really resolves the hostname elsewhere
+    for rank, (listening, _) in enumerate(json.loads(lines["RESULT"])):
+        assert len(listening) >= 2 and all(ip == "127.0.0.1" for ip, _ in listening), (rank, listening)

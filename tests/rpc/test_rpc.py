@@ -282,7 +282,7 @@ def test_trainer_and_worker_worlds_under_real_torchrun(tmp_path):
     script.write_text(_TORCHRUN_SCRIPT)
     master_port, = free_ports(1)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHELASTIC_")}
-    env.update(TP_SOCKET_IFNAME="lo", GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
+    env.update(OMP_NUM_THREADS="1")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc_per_node=2",
            "--master_addr=127.0.0.1", f"--master_port={master_port}", str(script)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,

@@ -23,6 +23,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from ..context import DistContext
 from ..group import attempt_store
+from ..iface import listening_socket
 from .state import live_state
 
 _LEFT_KEY = "pyg_dist/rpc_left"
@@ -36,27 +37,12 @@ def rpc_port(ctx: DistContext) -> int:
     return ctx.rpc_port
 
 
-def _listen_on(addr: str, port: int):
-    """A listening socket bound to ``addr`` only (the interface that reaches it; ``$PYG_DIST_IFNAME``'s
-    address when set), never all interfaces."""
-    import socket
-
-    from pyg_dist.iface import listen_address
-    addr = listen_address(addr)
-    family, kind, proto, _, sockaddr = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM)[0]
-    sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(sockaddr)
-    sock.listen(1024)
-    return sock
-
-
 def _new_store(ctx: DistContext, is_master: bool, timeout: float):
     """The rendezvous store on ``master_addr:rpc_port``; its server (``is_master``) listens on
     ``master_addr``'s interface only (returns ``(store, socket)`` then, the socket kept open with it)."""
     import torch.distributed as dist
 
-    sock = _listen_on(ctx.master_addr, rpc_port(ctx)) if is_master else None
+    sock = listening_socket(ctx.master_addr, rpc_port(ctx)) if is_master else None
     store = dist.TCPStore(ctx.master_addr, rpc_port(ctx), None, is_master=is_master,
                           timeout=timedelta(seconds=timeout), wait_for_workers=False, multi_tenant=True,
                           master_listen_fd=sock.fileno() if sock is not None else None)

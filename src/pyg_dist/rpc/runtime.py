@@ -114,7 +114,7 @@ def _start_torch_rpc(ctx: DistContext, name: str, timeout: float, call_timeout: 
     if ctx.hosts_rpc_store and not leave.is_hosting(ctx):
         check_port_free(leave.rpc_port(ctx))
     from pyg_dist.iface import apply_ifname
-    apply_ifname()
+    apply_ifname(ctx.master_addr)
     method = leave.init_method(ctx)
     opts = rpc.TensorPipeRpcBackendOptions(init_method=method, rpc_timeout=call_timeout,
                                            num_worker_threads=num_threads, **_transport_kwargs())
@@ -196,6 +196,9 @@ def init_rpc(ctx: DistContext, *, timeout: float = DEFAULT_INIT_TIMEOUT,
             set_state(None)
             raise
         state.ready = True
+    if state.uses_rpc:
+        from pyg_dist.iface import log_listeners
+        log_listeners()
 
 
 def _shutdown_torch_rpc(state: WorldState, graceful: bool, timeout: float) -> Optional[str]:

@@ -81,7 +81,7 @@ def _rank_env(rank: int, world_size: int, ports: List[int], extra: Optional[Mapp
     env.update({
         "RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": str(rank),
         "LOCAL_WORLD_SIZE": str(world_size), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(ports[0]),
-        "PYG_DIST_RPC_PORT": str(ports[1]), "TP_SOCKET_IFNAME": "lo", "GLOO_SOCKET_IFNAME": "lo",
+        "PYG_DIST_RPC_PORT": str(ports[1]),
         "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", "1"), "PYTHONUNBUFFERED": "1",
         "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
     })
