@@ -11,6 +11,10 @@ line (typed: ``[rank r] ErrorType: ...``), processes left behind (sampler worker
 of a two-machine job: nobody kills the survivor for it, it must notice by itself. A SIGSTOPped rank gets
 SIGCONT once the other rank ended (or after the bound + 60 s): its time is when it then ended.
 
+"junk" rows send an HTTP health check and 64 KiB of random bytes to every listener of one kind (the kinds a
+rank labels in ``<log>/rank<r>_a0.listeners.json``: gloo, TensorPipe; a worker's TensorPipe; the worker world's
+store; torchrun's store) and watch for 20 s: "survives" when both ranks keep training.
+
 A second table measures checkpoints: steps/s with and without ``--checkpoint-interval 5`` (12 times the
 asked one per minute, so that a short run writes some), the measured seconds per checkpoint (hence the
 overhead of one per minute) and the time from an elastic restart's kill to the first new step.
@@ -43,7 +47,16 @@ ROWS = {  # name: (what, agents, num_workers, fault)
     "stopseeds": ("SIGSTOP rank 1 as the loaders agree on seeds", 1, 0, "stop-balance"),
     "killend": ("SIGKILL rank 1 entering shutdown", 1, 0, "shutdown"),
     "stopend": ("SIGSTOP rank 1 entering shutdown", 1, 0, "stop-shutdown"),
+    "junk-tp": ("junk bytes to rank 1's TensorPipe listeners", 1, 0, "junk:1:tensorpipe"),
+    "junk-gloo": ("junk bytes to rank 1's gloo listeners", 1, 0, "junk:1:gloo"),
+    "junk-store": ("junk bytes to the sampler workers' RPC store", 1, 1, "junk:s:rpc store"),
+    "junk-agent": ("junk bytes to torchrun's store (MASTER_PORT)", 1, 0, "junk:a:agent"),
+    "junk-worker": ("junk bytes to a sampler worker's TensorPipe listeners", 1, 1, "junk:w:tensorpipe"),
 }
+#: What a junk row sends to every listener of its kind: an HTTP health check, then 64 KiB of random bytes.
+JUNK = (b"GET / HTTP/1.0\r\n\r\n", os.urandom(64 << 10))
+#: Seconds a junk row watches the job after the bytes were sent (a job that survives keeps training).
+JUNK_WATCH = 20.0
 #: Faults a rank injects into itself at a phase (scripts/run_with_faults.py); the rest are injected here.
 PHASES = ("balance", "stop-balance", "shutdown", "stop-shutdown")
 
@@ -93,7 +106,8 @@ def wait_training(log: Path, procs, steps: int = 3, limit: float = 120.0) -> dic
         if all(f.exists() and len(f.read_text().splitlines()) >= steps for f in files):
             return {r: int((log / f"rank{r}_a0.pid").read_text()) for r in (0, 1)}
         if any(p.poll() is not None for p in procs):
-            raise RuntimeError(f"the job ended before training: see {log}.agent*.txt")
+            tails = "\n".join(f.read_text(errors="replace")[-2000:] for f in sorted(log.parent.glob(f"{log.name}.agent*")))
+            raise RuntimeError(f"the job ended before training:\n{tails}")
         time.sleep(0.1)
     raise RuntimeError(f"no training within {limit} s: see {log}.agent*.txt")
 
@@ -167,7 +181,7 @@ def error_lines(log: Path, agents: int) -> dict:
         for line in (log.parent / f"{log.name}.agent{node}.txt").read_text(errors="replace").splitlines():
             for r in (0, 1):
                 if line.startswith(f"[rank {r}] "):
-                    lines[r] = line[len(f"[rank {r}] "):][:110]
+                    lines[r] = line[len(f"[rank {r}] "):][:200]
     return lines
 
 
@@ -184,7 +198,13 @@ def run_row(name: str, folder: Path, work: Path, bound: float) -> dict:
     procs = launch(folder, log, agents, workers, rpc_port, extra=short,
                    kill=("1", fault) if fault in PHASES else ("-1", "0"))
     try:
-        ended, result = _fault(fault, log, procs, bound)
+        ended, result = _fault(fault, log, procs, bound, rpc_port)
+    except BaseException:
+        for p in procs:  # torchrun's ranks outlive a SIGKILLed torchrun: kill them by their log path too
+            if p.poll() is None:
+                os.killpg(os.getpgid(p.pid), signal.SIGKILL)
+        leftovers(str(log), shm_before)
+        raise
     finally:
         if blocker is not None:
             blocker.close()
@@ -196,8 +216,61 @@ def run_row(name: str, folder: Path, work: Path, bound: float) -> dict:
             "orphans": orphans, "shm": shm, "result": result, "fault": fault}
 
 
-def _fault(fault: str, log: Path, procs, bound: float):
+def send_junk(log: Path, pids: dict, fault: str, rpc_port: int) -> int:
+    """Sends :data:`JUNK` to every listener of the kind named in ``fault`` (``junk:<rank|w>:<kind>``); returns
+    the pid whose listeners were hit. ``w``: rank 1's first sampler worker (its listeners, found by psutil)."""
+    import json
+
+    import psutil
+
+    from pyg_dist.iface import listeners
+    _, who, kind = fault.split(":", 2)
+    if who == "w":
+        pid = psutil.Process(pids[1]).children()[0].pid
+        targets = [tuple(t) for t in listeners(pid)]  # a worker opens only TensorPipe (and its world's store)
+    elif who == "s":  # the worker world's store: on rpc_port + k, in some process of rank 0's tree
+        tree = [pids[0]] + [c.pid for c in psutil.Process(pids[0]).children(recursive=True)]
+        pid, targets = pids[0], [t for p in tree for t in listeners(p) if rpc_port <= t[1] < rpc_port + 8]
+    elif who == "a":
+        pid = psutil.Process(pids[0]).parent().pid  # torchrun's agent hosts the job's store
+        targets = [tuple(t) for t in listeners(pid)]
+    else:
+        pid = pids[int(who)]
+        path = log / f"rank{who}_a0.listeners.json"
+        targets = [tuple(t) for t in json.loads(path.read_text()).get(kind, [])]
+    if not targets:
+        raise RuntimeError(f"{fault}: no {kind} listener found for pid {pid}")
+    for payload in JUNK:
+        for addr, port in targets:
+            try:
+                with socket.create_connection((addr, port), timeout=2) as s:
+                    s.sendall(payload)
+            except OSError:
+                pass  # a listener that died from the previous payload
+    return pid
+
+
+def _junk(fault: str, log: Path, procs, bound: float, rpc_port: int):
+    pids = wait_training(log, procs)
+    before = {r: len((log / f"rank{r}_a0.txt").read_text().splitlines()) for r in (0, 1)}
+    t0 = time.monotonic()
+    send_junk(log, pids, fault, rpc_port)
+    ended = watch(pids, procs, t0, JUNK_WATCH)
+    if all(v is None for v in ended.values()):
+        grew = {r: len((log / f"rank{r}_a0.txt").read_text().splitlines()) - before[r] for r in (0, 1)}
+        result = f"survives: both ranks keep training ({grew[0]} / {grew[1]} steps in {JUNK_WATCH:g} s)"
+        for p in procs:
+            os.killpg(os.getpgid(p.pid), signal.SIGINT)
+        watch(pids, procs, time.monotonic(), bound + 30)
+        return {}, result
+    ended.update({k: v for k, v in watch(pids, procs, t0, bound + 60).items() if ended[k] is None})
+    return ended, ""
+
+
+def _fault(fault: str, log: Path, procs, bound: float, rpc_port: int):
     """Injects ``fault`` (or waits for the rank that injects it itself); returns ``(ended, result)``."""
+    if fault.startswith("junk:"):
+        return _junk(fault, log, procs, bound, rpc_port)
     t0 = time.monotonic()
     if fault in PHASES:
         pids = {r: _pid(log, r, procs) for r in (0, 1)}

@@ -55,6 +55,12 @@ def main() -> None:
         with open(Path(log_dir) / f"rank{self.rank}_a{attempt}.txt", "a") as f:
             ids = ",".join(map(str, last["seeds"].tolist())) if "seeds" in last else "-"
             f.write(f"{self.epoch} {self.global_step} {time.time():.3f} {took:.4f} {ids}\n")
+        kinds = Path(log_dir) / f"rank{self.rank}_a{attempt}.listeners.json"
+        if not kinds.exists():  # what this rank listens on, by kind (bench_faults' junk rows aim at them)
+            import json
+
+            from pyg_dist.iface import listener_kinds
+            kinds.write_text(json.dumps(listener_kinds()))
         if kill_step.isdigit() and self.global_step == int(kill_step) and self.rank == int(kill_rank) \
                 and attempt == "0":
             os.kill(os.getpid(), signal.SIGKILL)

@@ -35,6 +35,23 @@ class DataFileError(PyGDistError, ValueError):
         super().__init__(f"data file error in '{path}': {problem}")
 
 
+class FileWriteError(PyGDistError, OSError):
+    """A file or folder could not be written (a full disk, no permission, an I/O error). The one-line message
+    names the file and the cause (``os.strerror``) and, for a full disk, the bytes needed and free on its
+    filesystem; ``errno`` is the cause's (``errno.ENOSPC``, ...), ``path`` the file."""
+
+    def __init__(self, path: Any, errno: Optional[int], problem: str):
+        self.path, self.problem = str(path), problem
+        super().__init__(f"cannot write '{path}': {problem}")
+        self.errno = errno
+
+    def __str__(self) -> str:  # OSError's own would print "[Errno None] None"
+        return str(self.args[0])
+
+    def __reduce__(self):  # crosses process boundaries (spawned ranks) intact
+        return type(self), (self.path, self.errno, self.problem)
+
+
 class RemoteCallError(PyGDistError, RuntimeError):
     """A remote call failed on its callee; carries the op, partition, rank and remote traceback."""
 
@@ -53,6 +70,11 @@ class RpcTimeoutError(PyGDistError, TimeoutError):
     """A remote call or a rendezvous did not complete within its timeout."""
 
 
+#: Why a peer's connection breaks, as survivors say it (the dead rank's own line says which).
+PEER_GONE = ("that process died (killed, out of memory) or its transport aborted on an unexpected connection "
+             "to its TensorPipe listener")
+
+
 class PeerFailedError(PyGDistError, RuntimeError):
     """A peer process died, hung past the failure bound, or became unreachable during ``phase``
     (``peer`` names what is known of it: a rank, a partition, a host, a worker pid)."""
@@ -60,6 +82,18 @@ class PeerFailedError(PyGDistError, RuntimeError):
     def __init__(self, phase: str, peer: str, detail: str):
         self.phase, self.peer, self.detail = phase, peer, detail
         super().__init__(f"peer {peer} failed during {phase}: {detail}")
+
+
+class ServingLimitError(PyGDistError, RuntimeError):
+    """An owner refused a request, or could not admit it in time, under one of its serving limits. Names
+    the setting (``setting``, an environment variable), its value in force (``limit``) and the request."""
+
+    def __init__(self, setting: str, limit: Any, problem: str):
+        self.setting, self.limit, self.problem = setting, limit, problem
+        super().__init__(f"{problem} (${setting} = {limit})")
+
+    def __reduce__(self):  # crosses process boundaries (spawned ranks) intact
+        return type(self), (self.setting, self.limit, self.problem)
 
 
 class MissingDependencyError(PyGDistError, ImportError):

@@ -44,6 +44,8 @@ def _own_store(ctx: DistContext, wait: datetime.timedelta):
     store = dist.TCPStore(host, port, ctx.world_size, ctx.rank == 0, timeout=wait, multi_tenant=True,
                           wait_for_workers=False, master_listen_fd=None if sock is None else sock.fileno())
     _KEEP[os.getpid()] = (store, sock)  # the server lives as long as the process
+    from pyg_dist.iface import note_listeners
+    note_listeners("process-group store")
     return store
 
 
@@ -67,6 +69,8 @@ def init_process_group(backend: str = "gloo", timeout: float = 120.0, ctx: Optio
     wait = datetime.timedelta(seconds=timeout)
     store = attempt_store(ctx.world_size, wait) if ctx.use_agent_store else _own_store(ctx, wait)
     dist.init_process_group(backend, rank=ctx.rank, world_size=ctx.world_size, timeout=wait, store=store)
+    from pyg_dist.iface import note_listeners
+    note_listeners(backend)
 
 
 __all__ = ["attempt_prefix", "attempt_store", "init_process_group"]

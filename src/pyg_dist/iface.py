@@ -18,7 +18,7 @@ import ipaddress
 import logging
 import os
 import socket
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from pyg_dist.errors import InvalidArgumentError
 
@@ -159,11 +159,31 @@ def listeners(pid: Optional[int] = None) -> List[Tuple[str, int]]:
     return sorted(found)
 
 
+#: (address, port) -> what opened it, in the order the job's pieces started (see :func:`note_listeners`).
+_KINDS: Dict[Tuple[str, int], str] = {}
+
+
+def note_listeners(kind: str) -> None:
+    """Labels this process's listeners not labelled yet as ``kind`` (call right after a piece started:
+    ``"process-group store"``, ``"gloo"``, ``"rpc store"``, ``"tensorpipe"``)."""
+    for key in listeners():
+        _KINDS.setdefault(key, kind)
+
+
+def listener_kinds() -> Dict[str, List[Tuple[str, int]]]:
+    """What this process listens on, by kind (``"other"``: opened by nothing pyg_dist labelled)."""
+    out: Dict[str, List[Tuple[str, int]]] = {}
+    for key in listeners():
+        out.setdefault(_KINDS.get(key, "other"), []).append(key)
+    return out
+
+
 def log_listeners() -> None:
-    """Logs (INFO) this process's listening addresses and ports, once the job's sockets are open."""
-    LOG.info("rank %s listens on %s", os.environ.get("RANK", "?"),
-             ", ".join(f"{a}:{p}" for a, p in listeners()) or "nothing")
+    """Logs (INFO) this process's listening addresses and ports by kind, once the job's sockets are open."""
+    kinds = listener_kinds()
+    LOG.info("rank %s listens on %s", os.environ.get("RANK", "?"), "; ".join(
+        f"{k} {sorted({a for a, _ in v})} ports {[p for _, p in v]}" for k, v in kinds.items()) or "nothing")
 
 
 __all__ = ["IFNAME_ENV", "interface_address", "interface_for", "chosen_interface", "listen_address",
-           "listening_socket", "apply_ifname", "listeners", "log_listeners"]
+           "listening_socket", "apply_ifname", "listeners", "note_listeners", "listener_kinds", "log_listeners"]

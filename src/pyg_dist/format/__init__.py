@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # visible to IDEs and type checkers; imported on first use at
     from pyg_dist.format.book import DensePartitionBook, PartitionBook
     from pyg_dist.format.cache_file import CacheEntry
     from pyg_dist.format.data import EdgeFeats, GraphPart, NodeFeats, PartitionData
+    from pyg_dist.format.identity import folder_id
     from pyg_dist.format.meta import PartitionMeta, read_meta, write_meta
     from pyg_dist.format.reader import load_book, load_original_ids, load_partition
     from pyg_dist.format.schema import EdgeEntry, GraphEntry, NodeEntry, TopologyCacheEntry
@@ -50,6 +51,7 @@ _LAZY = {
     "EdgeEntry": "pyg_dist.format.schema",
     "TopologyCacheEntry": "pyg_dist.format.schema",
     "CacheEntry": "pyg_dist.format.cache_file",
+    "folder_id": "pyg_dist.format.identity",
 }
 
 __getattr__, __dir__, __all__ = lazy_names(__name__, _LAZY)

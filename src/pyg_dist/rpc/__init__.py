@@ -20,7 +20,14 @@ from pyg_dist._lazy import lazy_names
 
 if TYPE_CHECKING:  # visible to IDEs and type checkers; imported on first use at run time
     from pyg_dist.rpc.aio import get_loop, run_coroutine, stop_loop, submit_coroutine, wrap_torch_future
-    from pyg_dist.rpc.callees import CallReply, register_callee, registered_callees, unregister_callee
+    from pyg_dist.rpc.callees import (
+        CallReply,
+        partitioning,
+        register_callee,
+        registered_callees,
+        set_partitioning,
+        unregister_callee,
+    )
     from pyg_dist.rpc.calls import RpcFuture, call, call_async
     from pyg_dist.rpc.runtime import (
         check_port_free,
@@ -42,6 +49,8 @@ _LAZY = {
     "register_callee": "pyg_dist.rpc.callees",
     "registered_callees": "pyg_dist.rpc.callees",
     "unregister_callee": "pyg_dist.rpc.callees",
+    "set_partitioning": "pyg_dist.rpc.callees",
+    "partitioning": "pyg_dist.rpc.callees",
     "RpcFuture": "pyg_dist.rpc.calls",
     "call": "pyg_dist.rpc.calls",
     "call_async": "pyg_dist.rpc.calls",

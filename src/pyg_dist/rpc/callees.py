@@ -34,6 +34,21 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:\-]*$")
 _LOCK = threading.Lock()
 #: name -> callee; the one mutable module-level registry of the package.
 _CALLEES: Dict[str, Callable[[Any], Any]] = {}
+#: The partitioning (folder id) this process serves; every request carries its caller's (see :func:`serve`).
+_PARTITIONING: Dict[str, Optional[str]] = {"id": None}
+
+
+def set_partitioning(folder_id: Optional[str]) -> None:
+    """Declares the partitioning this process serves (``serve_partition`` does it): requests from a
+    process that declared another one are refused. ``None``: accept every request."""
+    if folder_id is not None and (not isinstance(folder_id, str) or not folder_id):
+        raise InvalidArgumentError("set_partitioning", "folder_id", folder_id, "a non-empty str or None")
+    _PARTITIONING["id"] = folder_id
+
+
+def partitioning() -> Optional[str]:
+    """The partitioning declared by :func:`set_partitioning` (``None``: none)."""
+    return _PARTITIONING["id"]
 
 
 @dataclass
@@ -107,11 +122,19 @@ def lookup(name: str) -> Callable[[Any], Any]:
     return fn
 
 
-def serve(name: str, payload: Any, served_by: str = "") -> CallReply:
+def serve(name: str, payload: Any, served_by: str = "", caller_partitioning: Optional[str] = None) -> CallReply:
     """Runs callee ``name`` on ``payload`` here; never raises (failures become ``CallReply.error``).
 
-    This is the function the RPC layer ships to the serving process (pickled by reference).
+    This is the function the RPC layer ships to the serving process (pickled by reference). A request whose
+    ``caller_partitioning`` differs from the one this process serves is refused: the two processes opened
+    different partitionings, and ids would address other rows.
     """
+    mine = _PARTITIONING["id"]
+    if mine is not None and caller_partitioning is not None and caller_partitioning != mine:
+        return CallReply(error=f"PartitionMismatch: refused '{name}': the caller opened partitioning "
+                               f"{caller_partitioning}, {served_by or 'this process'} serves {mine} (folders "
+                               "from different partitioner runs; copy the same folder to every machine)",
+                         served_by=served_by)
     try:
         fn = lookup(name)
         return CallReply(value=fn(payload), served_by=served_by)

@@ -32,7 +32,7 @@ from typing import Any, Optional
 
 import torch
 
-from ..errors import InvalidArgumentError, PyGDistError, RemoteCallError, RpcTimeoutError, check_seconds
+from ..errors import PEER_GONE, InvalidArgumentError, PyGDistError, RemoteCallError, RpcTimeoutError, check_seconds
 from . import aio, callees
 from .state import live_state, require_state, torch_rpc
 
@@ -40,10 +40,10 @@ from .state import live_state, require_state, torch_rpc
 _GRACE = 5.0
 
 
-def _remote_serve(op: str, payload: Any) -> callees.CallReply:
-    """Runs on the serving process (shipped by reference through torch RPC)."""
+def _remote_serve(op: str, payload: Any, partitioning: Optional[str] = None) -> callees.CallReply:
+    """Runs on the serving process (shipped by reference through torch RPC, with the caller's partitioning)."""
     state = live_state()
-    return callees.serve(op, payload, served_by=state.name if state else "")
+    return callees.serve(op, payload, served_by=state.name if state else "", caller_partitioning=partitioning)
 
 
 class RpcFuture:
@@ -103,7 +103,7 @@ class RpcFuture:
         if "timeout" in text.lower() or "timed out" in text.lower():
             return self._timeout_error(self.timeout)
         return RemoteCallError(self.op, self.partition, self.rank,
-                               f"RPC to {self.served_by} failed in transport (did that process die?): {text}")
+                               f"RPC to {self.served_by} failed in transport: {PEER_GONE}: {text}")
 
 
 def _check_payload(where: str, payload: Any) -> None:
@@ -143,7 +143,7 @@ def call_async(partition: int, op: str, payload: Any = None, *, timeout: Optiona
         fut.set_result(callees.serve(op, payload, served_by=state.name))
     else:
         rpc = torch_rpc()
-        fut = rpc.rpc_async(name, _remote_serve, args=(op, payload), timeout=timeout)
+        fut = rpc.rpc_async(name, _remote_serve, args=(op, payload, callees.partitioning()), timeout=timeout)
     return RpcFuture(fut, op, partition, target, name, timeout)
 
 

@@ -23,7 +23,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from ..context import DistContext
 from ..group import attempt_store
-from ..iface import listening_socket
+from ..iface import listening_socket, note_listeners
 from .state import live_state
 
 _LEFT_KEY = "pyg_dist/rpc_left"
@@ -88,6 +88,7 @@ def host_store(ctx: DistContext, timeout: float) -> None:
     key = (os.getpid(), rpc_port(ctx))
     if key not in _HOSTED:
         _HOSTED[key] = _new_store(ctx, True, timeout)
+        note_listeners("rpc store")
 
 
 def has_arrived() -> bool:

@@ -114,7 +114,10 @@ def _start_torch_rpc(ctx: DistContext, name: str, timeout: float, call_timeout: 
     if ctx.hosts_rpc_store and not leave.is_hosting(ctx):
         check_port_free(leave.rpc_port(ctx))
     from pyg_dist.iface import apply_ifname
+
+    from . import abort
     apply_ifname(ctx.master_addr)
+    abort.install(name)  # a transport abort (a stray connection) prints one typed line before SIGABRT
     method = leave.init_method(ctx)
     opts = rpc.TensorPipeRpcBackendOptions(init_method=method, rpc_timeout=call_timeout,
                                            num_worker_threads=num_threads, **_transport_kwargs())
@@ -197,7 +200,8 @@ def init_rpc(ctx: DistContext, *, timeout: float = DEFAULT_INIT_TIMEOUT,
             raise
         state.ready = True
     if state.uses_rpc:
-        from pyg_dist.iface import log_listeners
+        from pyg_dist.iface import log_listeners, note_listeners
+        note_listeners("tensorpipe")
         log_listeners()
 
 

@@ -41,7 +41,9 @@ def serve_partition(graph_store, feature_store) -> None:
     serve a partition (:func:`~pyg_dist.train.session.dist_session` calls it; so do sampler workers).
 
     Call it in every process that joins RPC, before ``init_rpc``; it replaces whatever served these
-    names before (one partition per process). ``graph_store=None`` serves feature lookups only (a world
+    names before (one partition per process). It declares the folder's partitioning
+    (:func:`~pyg_dist.format.folder_id`): every request this process sends carries it, and a request
+    carrying another one is refused (a ``RemoteCallError`` at the caller naming both). ``graph_store=None`` serves feature lookups only (a world
     that fetches features but samples nowhere else).
 
     Example:
@@ -49,9 +51,11 @@ def serve_partition(graph_store, feature_store) -> None:
         >>> serve_partition(graph, feats); init_rpc(ctx)        # doctest: +SKIP
     """
     from pyg_dist import rpc
+    from pyg_dist.format import folder_id
     from pyg_dist.store import LocalFeatureStore
     if not isinstance(feature_store, LocalFeatureStore):
         raise InvalidArgumentError("serve_partition", "feature_store", feature_store, "a LocalFeatureStore")
+    rpc.set_partitioning(folder_id(feature_store.partition_meta))  # requests from another one are refused
     if graph_store is not None:
         graph = SamplingGraph.from_store(_check_graph_store(graph_store))
         rpc.register_callee(ONE_HOP_OP, functools.partial(serve_one_hop, graph), replace=True)

@@ -236,23 +236,38 @@ def _open_everywhere(config: TrainConfig, ctx: DistContext):
     import torch.distributed as dist
 
     from pyg_dist.errors import PartitionFormatError
+    from pyg_dist.format import folder_id
     from pyg_dist.store import load_stores
 
-    stores, problem = None, None
+    stores, problem, ident = None, None, None
     try:
         stores = load_stores(config.partition_dir, ctx=ctx, mmap=config.mmap)
+        ident = folder_id(stores[1].partition_meta)
     except PyGDistError as exc:
         problem = exc
     if dist.is_initialized() and dist.get_world_size() > 1:
         every: list = [None] * dist.get_world_size()
-        dist.all_gather_object(every, None if problem is None else f"{type(problem).__name__}: {problem}")
-        bad = [(rank, text) for rank, text in enumerate(every) if text]
+        dist.all_gather_object(every, (None if problem is None else f"{type(problem).__name__}: {problem}", ident))
+        bad = [(rank, text) for rank, (text, _) in enumerate(every) if text]
         if bad and problem is None:
             rank, text = bad[0]
             raise PartitionFormatError(config.partition_dir, f"rank {rank} could not open its partition: {text}")
+        check_same_partitioning(config.partition_dir, [i for _, i in every])
     if problem is not None:
         raise problem
     return stores
+
+
+def check_same_partitioning(folder, ids) -> None:
+    """Every rank opened the same partitioning (``ids``: each rank's :func:`~pyg_dist.format.folder_id`),
+    else one :class:`PartitionFormatError` naming the ranks that differ from rank 0 and both ids."""
+    from pyg_dist.errors import PartitionFormatError
+    odd = [rank for rank, i in enumerate(ids) if i != ids[0]]
+    if odd:
+        others = sorted({ids[r] for r in odd})
+        raise PartitionFormatError(folder, f"ranks {odd} opened a different partitioning ({', '.join(others)}) than "
+                                   f"rank 0 ({ids[0]}): the machines' folders come from different partitioner "
+                                   "runs; copy the same folder to every machine")
 
 
 def _fill_cache(config: TrainConfig, ctx: DistContext, graph_store, feature_store) -> None:

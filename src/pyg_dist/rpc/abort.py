@@ -1,0 +1,58 @@
+"""A rank whose RPC transport aborts says so in one typed line before it dies.
+
+TensorPipe (torch RPC's transport) trusts the first bytes of every connection to its listeners: a stray
+connection (a port scanner, a load balancer's health check, ``GET / HTTP/1.0``) makes it allocate what the
+junk claims, throw ``std::bad_alloc`` on its event-loop thread and end the process through
+``std::terminate`` (SIGABRT). Nothing in torch's options prevents it (measured: ``scripts/bench_faults.py``,
+rows ``junk-*``; gloo, torchrun's store and pyg_dist's stores survive the same bytes). What pyg_dist can
+do is make the death legible: :func:`install` sets a C++ terminate handler that prints
+
+    [rank 1] TransportAbortError: pyg_dist_trainer_1 (pid 123): torch RPC's transport (TensorPipe) aborted ...
+
+(the handler runs Python, so it waits for the GIL; every blocking torch call releases it). Survivors name
+the rank and this cause in their own typed line (:class:`~pyg_dist.rpc.calls.RpcFuture`,
+:func:`pyg_dist.train.entry.peer_failure`). Firewalling the listeners is the cure (README, "Security").
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+from typing import Any, Optional
+
+#: ``std::set_terminate(void (*)())`` in libstdc++ (loaded by torch).
+_SET_TERMINATE = "_ZSt13set_terminatePFvvE"
+_HANDLER_TYPE = ctypes.CFUNCTYPE(None)
+_INSTALLED: dict = {}
+
+
+def _line(name: str) -> bytes:
+    rank = os.environ.get("RANK", "?")
+    return (f"[rank {rank}] TransportAbortError: {name} (pid {os.getpid()}): torch RPC's transport (TensorPipe) "
+            "aborted on an uncaught C++ error, most likely an unexpected connection to one of its listeners "
+            "(a port scanner or health check); firewall them (README: Security)\n").encode()
+
+
+def install(name: str) -> bool:
+    """Installs the terminate handler for this process (once; returns whether it could)."""
+    if os.getpid() in _INSTALLED:
+        return True
+    try:  # torch loads libstdc++ privately (RTLD_LOCAL): open that same library by name
+        setter: Any = getattr(ctypes.CDLL(ctypes.util.find_library("stdc++") or "libstdc++.so.6"), _SET_TERMINATE)
+    except (AttributeError, OSError):  # no libstdc++ (another C++ runtime): the abort stays torch's
+        return False
+    line = _line(name)
+    previous: Optional[int] = None
+
+    def on_terminate() -> None:
+        os.write(2, line)
+        os.abort()  # the exit status stays SIGABRT (torchrun reports it)
+
+    handler = _HANDLER_TYPE(on_terminate)
+    setter.restype, setter.argtypes = ctypes.c_void_p, [_HANDLER_TYPE]
+    previous = setter(handler)
+    _INSTALLED[os.getpid()] = (handler, previous)  # the callback must outlive the process
+    return True
+
+
+__all__ = ["install"]

@@ -1,0 +1,73 @@
+"""A stray connection to a TensorPipe listener (a health check, a port scanner) ends that rank (TensorPipe
+aborts: nothing in torch's options prevents it), but nothing is silent: the rank prints one typed line
+naming itself and the cause, and its peer's next call fails with a RemoteCallError naming the partition and
+"unexpected connection". gloo and pyg_dist's stores survive the same bytes (``bench_faults.py`` rows)."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from pyg_dist.testing import spawn_world
+
+JUNK = (b"GET / HTTP/1.0\r\n\r\n", bytes(range(256)) * 256)
+
+
+@dataclass
+class Ping:
+    x: torch.Tensor
+
+
+def _rank(rank, world, folder):
+    from pyg_dist import rpc
+    from pyg_dist.context import DistContext
+    from pyg_dist.errors import RemoteCallError
+    from pyg_dist.iface import listener_kinds
+
+    rpc.register_callee("stray_ping", lambda m: m, replace=True)
+    ctx = DistContext.from_env(num_partitions=world)
+    rpc.init_rpc(ctx, timeout=60)
+    path = os.path.join(folder, "listeners.json")
+    if rank == 1:
+        with open(path + ".tmp", "w") as fh:
+            json.dump(listener_kinds()["tensorpipe"], fh)
+        os.replace(path + ".tmp", path)
+        time.sleep(120)  # the junk ends this process
+        return "survived"
+    while not os.path.exists(path):
+        time.sleep(0.05)
+    rpc.call(1, "stray_ping", Ping(torch.ones(2)), timeout=20)  # rank 1 answers before the junk
+    for payload in JUNK:
+        for addr, port in json.load(open(path)):
+            try:
+                with socket.create_connection((addr, port), timeout=2) as s:
+                    s.sendall(payload)
+            except OSError:
+                pass
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            rpc.call(1, "stray_ping", Ping(torch.ones(2)), timeout=5)
+            time.sleep(0.2)
+    except RemoteCallError as exc:
+        return str(exc)
+    finally:
+        rpc.shutdown_rpc(graceful=False)
+    return "no error"
+
+
+@pytest.mark.timeout(150)
+def test_junk_to_tensorpipe_is_reported_by_the_rank_and_its_peer(tmp_path):
+    logs = tmp_path / "logs"
+    res = spawn_world(2, _rank, str(tmp_path), timeout=120, may_die=[1], log_dir=str(logs))
+    assert res[1] is None                                                # rank 1 died (SIGABRT)
+    assert "partition 1" in res[0] and "unexpected connection" in res[0], res[0]
+    own = (logs / "rank1.log").read_text(errors="replace")
+    line = [ln for ln in own.splitlines() if "TransportAbortError" in ln]
+    assert line and line[0].startswith("[rank 1] TransportAbortError: pyg_dist") and "unexpected connection" in \
+        line[0], own[-2000:]
