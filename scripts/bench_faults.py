@@ -106,7 +106,8 @@ def wait_training(log: Path, procs, steps: int = 3, limit: float = 120.0) -> dic
         if all(f.exists() and len(f.read_text().splitlines()) >= steps for f in files):
             return {r: int((log / f"rank{r}_a0.pid").read_text()) for r in (0, 1)}
         if any(p.poll() is not None for p in procs):
-            tails = "\n".join(f.read_text(errors="replace")[-2000:] for f in sorted(log.parent.glob(f"{log.name}.agent*")))
+            agents = sorted(log.parent.glob(f"{log.name}.agent*"))
+            tails = "\n".join(f.read_text(errors="replace")[-2000:] for f in agents)
             raise RuntimeError(f"the job ended before training:\n{tails}")
         time.sleep(0.1)
     raise RuntimeError(f"no training within {limit} s: see {log}.agent*.txt")

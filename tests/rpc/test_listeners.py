@@ -31,7 +31,7 @@ def _listeners_rank(rank, world):
     try:
         with rpc.rpc_session(ctx, timeout=60):
             proc = psutil.Process()
-            conns = proc.net_connections(kind="tcp") if hasattr(proc, "net_connections") else proc.connections(kind="tcp")
+            conns = proc.net_connections(kind="tcp")
             listening = sorted({(c.laddr.ip, c.laddr.port) for c in conns if c.status == psutil.CONN_LISTEN})
             if listening != listeners():
                 raise AssertionError(f"psutil {listening} != /proc {listeners()}")

@@ -43,8 +43,8 @@ def serve_partition(graph_store, feature_store) -> None:
     Call it in every process that joins RPC, before ``init_rpc``; it replaces whatever served these
     names before (one partition per process). It declares the folder's partitioning
     (:func:`~pyg_dist.format.folder_id`): every request this process sends carries it, and a request
-    carrying another one is refused (a ``RemoteCallError`` at the caller naming both). ``graph_store=None`` serves feature lookups only (a world
-    that fetches features but samples nowhere else).
+    carrying another one is refused (a ``RemoteCallError`` at the caller naming both).
+    ``graph_store=None`` serves feature lookups only (a world that fetches features but samples nowhere else).
 
     Example:
         >>> graph, feats = load_stores(root, ctx=ctx)           # doctest: +SKIP

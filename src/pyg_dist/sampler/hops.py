@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from pyg_dist._types import EdgeType, NodeType
-from pyg_dist.errors import PyGDistError
+from pyg_dist.errors import PyGDistError, RemoteCallError
 from pyg_dist.ops import OneHop, make_edge_buffer, make_relabeler, one_hop, sample_hop
 from pyg_dist.ops.keys import mix
 from pyg_dist.sampler.graph import SamplingGraph
@@ -129,7 +129,7 @@ async def _run_hop(graph: SamplingGraph, opts: HopOptions, tasks: List[HopTask],
     cached = [None if pos is None else _sample_cached(graph, t, template, pos, opts.backend)
               for t, pos in zip(tasks, plan.cached)]
     replies = dict(zip(futures, await asyncio.gather(*futures.values())))
-    pieces = _pieces(plan, local, replies, cached)
+    pieces = _pieces(plan, local, replies, cached, graph.num_nodes)
     if stats is not None:
         stats.record_hop(plan, sum(tensor_bytes(r) for r in plan.requests.values()),
                          sum(tensor_bytes(r) for r in replies.values()))
@@ -151,13 +151,37 @@ def _sample_cached(graph: SamplingGraph, task: HopTask, req: OneHopRequest, pos:
                    replace=req.replace, backend=backend, key=task.key, seed_batch=_pick(task.batch, pos))
 
 
+def check_reply(p: int, et, res: OneHop, num_seeds: int, num_nodes: Dict[NodeType, int]) -> None:
+    """A peer's one-hop answer before any kernel indexes with it: int64 vectors, one count per seed sent,
+    counts summing to the neighbours, neighbour ids within the source type, edge ids not negative; else a
+    :class:`RemoteCallError` naming the partition."""
+    n = num_nodes[et[0]]
+    problem = None
+    parts = (res.nbr, res.edge, res.count)
+    if not all(isinstance(t, Tensor) and t.dtype == torch.int64 and t.dim() == 1 for t in parts):
+        problem = "tensors that are not 1-D int64"
+    elif res.count.numel() != num_seeds or res.nbr.numel() != res.edge.numel():
+        problem = (f"{res.count.numel()} counts for {num_seeds} seeds, {res.nbr.numel()} neighbours, "
+                   f"{res.edge.numel()} edges")
+    elif res.count.numel() and (int(res.count.min()) < 0 or int(res.count.sum()) != res.nbr.numel()):
+        problem = f"counts that do not sum to its {res.nbr.numel()} neighbours"
+    elif res.nbr.numel():
+        lo, hi = torch.aminmax(res.nbr)
+        if int(lo) < 0 or int(hi) >= n or int(res.edge.min()) < 0:
+            problem = f"neighbour ids in [{int(lo)}, {int(hi)}] outside [0, {n}) of {et[0]!r}, or negative edge ids"
+    if problem is not None:
+        raise RemoteCallError(ONE_HOP_OP, p, None, f"its reply for edge type {et} holds {problem}; refused before "
+                              "any kernel used it (do all processes read the same partition folder?)")
+
+
 def _pieces(plan: HopPlan, local: Sequence[OneHop], replies: Dict[int, OneHopReply],
-            cached: Sequence[Optional[OneHop]]) -> List[List[Tuple[Tensor, OneHop]]]:
+            cached: Sequence[Optional[OneHop]], num_nodes: Dict[NodeType, int]) -> List[List[Tuple[Tensor, OneHop]]]:
     """Per task, its answers paired with the seed positions they answer (local share, replies, cache)."""
     per_task: List[Dict[int, OneHop]] = [{} for _ in local]
     for p, reply in replies.items():
         check_answers(p, "one-hop tasks", len(reply.results), len(plan.slots[p]))
-        for ti, res in zip(plan.slots[p], reply.results):
+        for ti, sent, res in zip(plan.slots[p], plan.requests[p].tasks, reply.results):
+            check_reply(p, sent.edge_type, res, sent.seeds.numel(), num_nodes)
             per_task[ti][p] = res
     routes = list(plan.routes)
     for ti, (pos, hop) in enumerate(zip(plan.cached, cached)):
