@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # visible to IDEs and type checkers; imported on first use at
     from pyg_dist.embedding.optim import SparseAdagrad, SparseAdam
     from pyg_dist.errors import (
         DataFileError,
+        FileWriteError,
         InvalidArgumentError,
         MissingDependencyError,
         NotInitializedError,
@@ -104,6 +105,7 @@ _LAZY = {
     "InvalidArgumentError": "pyg_dist.errors",
     "PartitionFormatError": "pyg_dist.errors",
     "DataFileError": "pyg_dist.errors",
+    "FileWriteError": "pyg_dist.errors",
     "RemoteCallError": "pyg_dist.errors",
     "NotInitializedError": "pyg_dist.errors",
     "RpcTimeoutError": "pyg_dist.errors",

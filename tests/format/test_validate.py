@@ -22,9 +22,16 @@ def folder(tmp_path_factory):
 
 
 def _corrupt(folder, tmp_path, path_of, edit):
+    """A copy of ``folder`` with one file edited, whose META.json lists no file sizes and digests (as folders
+    written before they were recorded): the value checks are then the only line (else the size check fires
+    first; tests/format/test_digests.py covers that)."""
+    import json
     import shutil
     root = tmp_path / "c"
     shutil.copytree(folder, root)
+    meta = json.loads(M.meta_path(root).read_text())
+    del meta["pyg_dist"]["files"]
+    M.meta_path(root).write_text(json.dumps(meta))
     path = path_of(root)
     raw = torch.load(path, weights_only=True)
     edit(raw)

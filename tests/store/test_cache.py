@@ -4,6 +4,8 @@ budget, ranked by edges into the partition), the lookup plan (cached ids are nev
 typed errors for every bad input."""
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -147,5 +149,10 @@ def test_cache_of_another_partitioning_is_a_format_error(folder, tmp_path):
     with pytest.raises(PartitionFormatError, match="another partitioning"):
         load_stores(mixed, 1)
     M.feature_cache_path(mixed, 2).write_bytes(b"not a cache")
+    with pytest.raises(PartitionFormatError, match=r"part_2/feature_cache.pt': holds 11 bytes but META.json"):
+        load_stores(mixed, 2)                 # META.json lists every file's size: that tells first
+    meta = json.loads(M.meta_path(mixed).read_text())
+    del meta["pyg_dist"]["files"]             # a folder written before sizes were listed: the cache's own check
+    M.meta_path(mixed).write_text(json.dumps(meta))
     with pytest.raises(PartitionFormatError, match="unreadable feature cache"):
         load_stores(mixed, 2)

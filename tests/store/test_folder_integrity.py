@@ -2,6 +2,7 @@
 (naming the file), and a bad partition on one rank stops every rank before RPC starts."""
 from __future__ import annotations
 
+import json
 import shutil
 import time
 
@@ -37,6 +38,12 @@ def test_a_graph_file_with_other_counts_is_named(tmp_path):
     new = torch.load(b / "part_1" / "graph.pt", weights_only=True)
     assert old["row"].numel() != new["row"].numel()                    # the seeds give different counts
     shutil.copy(b / "part_1" / "graph.pt", a / "part_1" / "graph.pt")  # the stamp still says part of a
+    for part in (0, 1):                          # META.json lists every file's size: every rank fails at once
+        with pytest.raises(PartitionFormatError, match=r"part_1/graph.pt.*holds \d+ bytes but META.json lists"):
+            LocalGraphStore.from_partition(a, part)
+    meta = json.loads((a / "META.json").read_text())
+    del meta["pyg_dist"]["files"]                # as folders written before sizes were listed: the counts tell
+    (a / "META.json").write_text(json.dumps(meta))
     LocalFeatureStore.from_partition(a, 0)                             # the other partition is fine
     with pytest.raises(PartitionFormatError, match=r"graph.pt.*edges"):
         LocalGraphStore.from_partition(a, 1)
@@ -55,7 +62,8 @@ def _open_rank(rank, world, root):
 @pytest.mark.timeout(120)
 def test_a_corrupt_file_on_one_rank_stops_every_rank_at_once(tmp_path):
     a, _ = _two_random(tmp_path)
-    (a / "part_1" / "node_feats.pt").write_bytes(b"not a torch file")
+    bad = a / "part_1" / "node_feats.pt"
+    bad.write_bytes(b"not a torch file".ljust(bad.stat().st_size, b"!"))  # META's size: only rank 1 can tell
     res = spawn_world(2, _open_rank, str(a), timeout=100)
     assert "node_feats.pt" in res[1][0]
     assert "rank 1 could not open its partition" in res[0][0] and "node_feats.pt" in res[0][0]

@@ -200,3 +200,25 @@ def test_a_failed_write_is_typed_and_leaves_no_temp_file(tmp_path):
     with pytest.raises(CheckpointError, match=r"writing .*state.pt failed: .*(pickle|Pickl)"):
         _atomic_save({"fn": lambda: 0}, tmp_path / "state.pt")  # fails half-way through the write
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_full_disk_is_a_checkpoint_error_with_the_bytes_and_keeps_the_old_file(tmp_path, monkeypatch):
+    import errno
+
+    from pyg_dist import _fsio
+    from pyg_dist.train.checkpoint import _atomic_save
+    synced = []
+    real_fsync_dir = _fsio.fsync_dir
+    monkeypatch.setattr(_fsio, "fsync_dir", lambda path: (synced.append(Path(path)), real_fsync_dir(path)))
+    _atomic_save({"w": torch.ones(3)}, tmp_path / "state.pt")
+    assert synced == [tmp_path]                                    # the rename itself is durable
+
+    def full(obj, f, *args, **kwargs):
+        f.write(b"PK\x03\x04 partial")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(torch, "save", full)
+    with pytest.raises(CheckpointError, match=r"^writing .*state.pt failed: No space left on device \(needs 4000 "
+                       r"bytes, .* free on that filesystem\)$"):
+        _atomic_save({"w": torch.zeros(1000)}, tmp_path / "state.pt")
+    assert [p.name for p in tmp_path.iterdir()] == ["state.pt"]   # no temp file
+    assert torch.equal(torch.load(tmp_path / "state.pt", weights_only=True)["w"], torch.ones(3))

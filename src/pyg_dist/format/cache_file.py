@@ -21,6 +21,7 @@ from typing import Any, Dict, Sequence, Tuple
 import torch
 from torch import Tensor
 
+from pyg_dist._fsio import save
 from pyg_dist.errors import PartitionFormatError
 
 #: Attributes cached by default (those the loaders fetch), where the folder has them.
@@ -77,9 +78,9 @@ def rows_within(budget_bytes: float, row_bytes: int) -> int:
 
 # ------------------------------------------------------------------------------------------- files
 def save_feature_cache(path, entries: Dict[str, CacheEntry], info: Dict[str, Any]) -> None:
-    """Writes ``feature_cache.pt`` (read back with :func:`read_feature_cache`)."""
-    torch.save({"version": FEATURE_CACHE_VERSION, "info": info,
-                "types": {t: {"ids": e.ids, "cols": e.cols} for t, e in entries.items()}}, path)
+    """Writes ``feature_cache.pt`` durably (:func:`pyg_dist._fsio.save`); read back with :func:`read_feature_cache`."""
+    save({"version": FEATURE_CACHE_VERSION, "info": info,
+          "types": {t: {"ids": e.ids, "cols": e.cols} for t, e in entries.items()}}, path)
 
 
 def read_feature_cache(path, mmap: bool = True) -> Tuple[Dict[str, CacheEntry], Dict[str, Any]]:
@@ -94,8 +95,8 @@ def read_feature_cache(path, mmap: bool = True) -> Tuple[Dict[str, CacheEntry], 
 
 
 def save_topology_cache(path, info: Dict[str, Any], types: Dict[str, Dict[str, Tensor]]) -> None:
-    """Writes ``topology_cache.pt``: ``types`` maps ``"src__rel__dst"`` to a topology entry's dict."""
-    torch.save({"info": info, "types": types}, path)
+    """Writes ``topology_cache.pt`` (durably): ``types`` maps ``"src__rel__dst"`` to a topology entry's dict."""
+    save({"info": info, "types": types}, path)
 
 
 def read_topology_cache(path, mmap: bool = True) -> Tuple[Dict[str, Any], Dict[str, Any]]:

@@ -3,7 +3,9 @@
 The top level of META.json carries PyG's keys (``num_parts``, ``node_types``, ``edge_types``,
 ``node_offset``, ``is_hetero``, ``is_sorted``) so PyG's own readers keep working; everything pyg_dist
 adds lives under ``"pyg_dist"``. A folder without that section was written by PyG's ``Partitioner``
-(``is_native=False``); :mod:`pyg_dist.format.reader` reads it with a dense partition book.
+(``is_native=False``); :mod:`pyg_dist.format.reader` reads it with a dense partition book. The section also
+lists every file's size and content digest (``"files"``) and the folder id derived from them (``"fingerprint"``):
+:mod:`pyg_dist.format.digests`.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from typing import Any, Dict, List
 import torch
 from torch import Tensor
 
+from pyg_dist._fsio import write_text
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE, EdgeType, NodeType, edge_type_str, str_edge_type
 from pyg_dist.errors import PartitionFormatError
 
@@ -173,9 +176,8 @@ def build_meta_json(meta: PartitionMeta) -> Dict[str, Any]:
 
 
 def write_meta(root, meta: PartitionMeta) -> None:
-    """Writes ``meta`` to ``root/META.json`` (PyG's keys plus the ``pyg_dist`` section)."""
-    with open(meta_path(root), "w") as f:
-        json.dump(build_meta_json(meta), f, indent=1)
+    """Writes ``meta`` to ``root/META.json`` (PyG's keys plus the ``pyg_dist`` section), then ``fsync``."""
+    write_text(meta_path(root), json.dumps(build_meta_json(meta), indent=1))
 
 
 def read_meta(root) -> PartitionMeta:

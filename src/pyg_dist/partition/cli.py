@@ -9,6 +9,7 @@ Example::
     pyg-dist-partition --dataset chunked --root /data/graph --num-parts 8 --method coarsen \
         --memory-budget 8GB --out /data/graph-8      # out-of-core (see pyg_dist.partition.ooc.partitioner)
     torchrun --nnodes 2 --nproc-per-node 1 ... -m pyg_dist.partition.cli --dataset chunked ...  # 2 machines
+    pyg-dist-partition --verify /tmp/cora-2      # every file's size and digest against META.json, per partition
 """
 from __future__ import annotations
 
@@ -77,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output folder (must be empty unless --overwrite)")
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--verify", metavar="DIR", default=None,
+                   help="instead of partitioning: check the folder DIR (every file's size and content digest "
+                        "against META.json, the stamps), one line per partition; exit 1 on any problem")
     g = p.add_argument_group("synthetic")
     for name, typ in _SYNTH.items():
         g.add_argument("--" + name.replace("_", "-"), type=typ, default=None)
@@ -231,8 +235,36 @@ def edges_note(args: argparse.Namespace, data) -> str:
     return line
 
 
+def verify_main(argv: List[str]) -> int:
+    """``pyg-dist-partition --verify DIR``: one line per partition (and the shared files, META.json): ``ok``
+    or what is wrong. Returns 0 when all is well, 1 on any problem, 2 when DIR is no partition folder."""
+    from pyg_dist.format import digests as D
+    from pyg_dist.format import meta as M
+    p = argparse.ArgumentParser(prog="pyg-dist-partition --verify", description=verify_main.__doc__.split("\n")[0])
+    p.add_argument("--verify", metavar="DIR", required=True, help="the partition folder to check")
+    args = p.parse_args(argv)
+    try:
+        meta = M.read_meta(args.verify)
+        if not D.listed(meta):
+            print(f"{M.META_FILE}: lists no file digests (written by PyG or before pyg_dist recorded them): "
+                  "only presence and stamps are checked", flush=True)
+        bad, start = 0, time.perf_counter()
+        for label, problems, size in D.folder_problems(meta):  # each row computed just before it comes
+            took = f" ({size / 1e6:.1f} MB in {time.perf_counter() - start:.2f} s)" if size else ""
+            print(f"{label}: " + ("ok" + took if not problems else "; ".join(problems)), flush=True)
+            bad, start = bad + bool(problems), time.perf_counter()
+    except PyGDistError as e:
+        print(f"pyg-dist-partition: error: {e}", file=sys.stderr)
+        return 2
+    print(f"{args.verify}: {'ok' if not bad else f'{bad} problem line(s)'}")
+    return 1 if bad else 0
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Console entry point; returns the exit status (2 on a user error, message on stderr)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if any(a == "--verify" or a.startswith("--verify=") for a in argv):
+        return verify_main(argv)
     args = build_parser().parse_args(argv)
     from pyg_dist.datasets.registry import load_dataset
     try:

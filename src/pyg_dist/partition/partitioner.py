@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
 from tqdm.auto import tqdm
 
+from pyg_dist import _fsio
 from pyg_dist.errors import InvalidArgumentError
+from pyg_dist.format import digests as D
 from pyg_dist.format import meta as M
 from pyg_dist.format.schema import WEIGHT
 from pyg_dist.partition import assign
@@ -18,6 +19,8 @@ from pyg_dist.partition.renumber import relabel
 from pyg_dist.partition.report import folder_bytes, format_report, quality_stats
 from pyg_dist.partition.source import TypedGraph, check_finite, typed_graph
 from pyg_dist.partition.writer import (
+    check_output,
+    estimate_bytes,
     finalize_output,
     prepare_output,
     removed_on_error,
@@ -110,10 +113,15 @@ class Partitioner:
 
         Raises:
             InvalidArgumentError: ``out`` is a file, or a non-empty folder without ``overwrite``.
+            FileWriteError: ``out``'s filesystem has less room than the folder's tensors need (checked before
+                anything is written), or a write failed (full disk, permissions): names the file and the cause.
         """
         g, c = self.graph, self.config
+        check_output(out, overwrite)
+        _fsio.check_free(out, estimate_bytes(g, c.num_parts, c.method == "hybrid"),
+                         f"the {c.num_parts} partitions of this graph")
         tmp = prepare_output(out, overwrite)
-        with tqdm(total=5, desc="partition", disable=not progress) as bar, removed_on_error(tmp):
+        with tqdm(total=7, desc="partition", disable=not progress) as bar, removed_on_error(tmp):
             clock = _Clock(bar)
             clock.start(f"assign ({c.owner_method})")
             parts, subs, used = self.assign()
@@ -123,12 +131,16 @@ class Partitioner:
             del parts, subs
             clock.start("write")
             write_parts(tmp, g, nodes, edges, c.num_parts, c.method == "hybrid", progress)
-            fingerprint = uuid.uuid4().hex
+            write_maps(tmp, g, nodes, edges, c.num_parts)
+            clock.start("digests")
+            files = D.file_digests(tmp, D.listed_paths(tmp, c.num_parts))
+            fingerprint = D.folder_fingerprint(files)  # the folder id: derived from the content
+            clock.start("stamps")  # and caches: they embed the fingerprint
             if self.cache_ratio is not None:
                 write_caches(tmp, g, nodes, edges, c.num_parts, float(self.cache_ratio), fingerprint,
                              self.cache_topology and c.method != "hybrid")
+                files.update(D.file_digests(tmp, [r for r in D.listed_paths(tmp, c.num_parts) if r not in files]))
             write_stamps(tmp, fingerprint, nodes, edges, c.num_parts, c.method == "hybrid")
-            write_maps(tmp, g, nodes, edges, c.num_parts)
             clock.start("stats")
             stats = quality_stats(g, nodes, edges, c.num_parts, names, weights)
             stats["bytes_per_part"] = [folder_bytes(M.part_dir(tmp, p)) for p in range(c.num_parts)]
@@ -136,7 +148,7 @@ class Partitioner:
             stats["seconds"], stats["cpu_seconds"] = clock.seconds, clock.cpu_seconds
             cache = None if self.cache_ratio is None else {"policy": "degree", "cache_ratio": self.cache_ratio,
                                                            "topology": self.cache_topology}
-            M.write_meta(tmp, build_meta(g, c, tmp, nodes, edges, used, stats, fingerprint, cache))
+            M.write_meta(tmp, build_meta(g, c, tmp, nodes, edges, used, stats, fingerprint, cache, files=files))
             finalize_output(tmp, out)
             clock.start(None)
         if verbose:
@@ -149,7 +161,7 @@ def build_meta(g, c, root, nodes, edges, names: List[str], stats, fingerprint: s
     """The folder's :class:`~pyg_dist.format.meta.PartitionMeta` (shared by the in-memory and the
     out-of-core partitioner): ``c`` its config, ``g`` a ``TypedGraph`` or ``ChunkedGraph``, ``nodes`` /
     ``edges`` per type objects with ``bounds`` (and ``sub_bounds`` / ``within_dst``), ``extra`` more
-    ``pyg_dist`` keys."""
+    ``pyg_dist`` keys (``files``: every file's size and digest, :mod:`pyg_dist.format.digests`)."""
     section = {
         "fingerprint": fingerprint, "seed": c.seed, "ufactor": c.ufactor, "num_clusters": c.num_clusters,
         "constraints": names,
@@ -158,6 +170,8 @@ def build_meta(g, c, root, nodes, edges, names: List[str], stats, fingerprint: s
         "edge_feat_keys": {"__".join(et): sorted(a) for et, a in g.edge_attrs.items()},
         "graph_attrs": g.graph_attrs, "stats": stats, "feature_cache": feature_cache, **extra,
     }
+    if "files" in extra:
+        section.update(files=dict(sorted(extra["files"].items())), files_digest=_fsio.DIGESTS[0])
     return M.PartitionMeta(
         root=Path(root), num_parts=c.num_parts, node_types=g.node_types, edge_types=g.edge_types,
         is_hetero=g.is_hetero, method=c.method, base_method=c.owner_method,

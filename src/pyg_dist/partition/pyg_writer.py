@@ -14,7 +14,10 @@ PyG's concatenated id space, as PyG writes them)::
     part_<p>/edge_feats.pt    global_id, feats{every edge attribute}, edge_time
 
 Unlike PyG's writer, every node attribute (``x``, ``y``, masks, ...) and every edge attribute is kept,
-and the folder appears atomically (written beside ``root``, then renamed).
+every file is ``fsync``'ed and the folder appears atomically (written beside ``root``, then swapped in; removed
+on a failure, which is a :class:`~pyg_dist.errors.FileWriteError` naming the file). Its META.json has PyG's
+keys only (a ``pyg_dist`` section would make readers take it for a pyg_dist folder), so it lists no file
+digests and its folders open without the size and digest checks.
 """
 from __future__ import annotations
 
@@ -26,11 +29,12 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from pyg_dist import _fsio
 from pyg_dist._types import EdgeType, NodeType
 from pyg_dist.format import meta as M
 from pyg_dist.format.schema import EdgeEntry, GraphEntry, NodeEntry
 from pyg_dist.partition.source import TypedGraph
-from pyg_dist.partition.writer import finalize_output, prepare_output
+from pyg_dist.partition.writer import finalize_output, prepare_output, removed_on_error
 
 
 def _offsets(sizes: Dict, is_hetero: bool) -> Dict:
@@ -74,13 +78,11 @@ def _write_part(tmp: Path, g: TypedGraph, owners: Dict[NodeType, Tensor], edge_o
         edges[et] = _edge_entry(g, et, graph[et].edge_id - eoff[et])
     for t in g.node_types:
         nodes[t] = _node_entry(g, t, (owners[t] == p).nonzero().view(-1), noff[t])
-    d = M.part_dir(tmp, p)
-    d.mkdir()
     saved = {et: e.to_dict() for et, e in graph.items()}
     for path, entries in ((M.graph_path(tmp, p), saved), (M.node_feats_path(tmp, p), nodes),
                           (M.edge_feats_path(tmp, p), edges)):
         # PyG's homogeneous files are the single type's entry itself
-        torch.save(entries if g.is_hetero else next(iter(entries.values())), path)
+        _fsio.save(entries if g.is_hetero else next(iter(entries.values())), path)
 
 
 def write_pyg_layout(g: TypedGraph, owners: Dict[NodeType, Tensor], root, num_parts: int,
@@ -97,30 +99,22 @@ def write_pyg_layout(g: TypedGraph, owners: Dict[NodeType, Tensor], root, num_pa
         progress: Show a progress bar over the partitions.
     """
     tmp = prepare_output(root, overwrite)
-    try:
+    with removed_on_error(tmp):
         noff, eoff = _offsets(g.num_nodes, g.is_hetero), _offsets({e: g.num_edges(e) for e in g.edge_types},
                                                                    g.is_hetero)
         edge_owner = {et: owners[et[2]][g.edge_index[et][1]] for et in g.edge_types}
         for p in tqdm(range(num_parts), desc="write partitions", disable=not progress):
             _write_part(tmp, g, owners, edge_owner, p, noff, eoff)
         for t in g.node_types:
-            path = M.node_map_path(tmp, t, g.is_hetero)
-            path.parent.mkdir(exist_ok=True)
-            torch.save(owners[t], path)
+            _fsio.save(owners[t], M.node_map_path(tmp, t, g.is_hetero))
         for et in g.edge_types:
-            path = M.edge_map_path(tmp, et, g.is_hetero)
-            path.parent.mkdir(exist_ok=True)
-            torch.save(edge_owner[et], path)
+            _fsio.save(edge_owner[et], M.edge_map_path(tmp, et, g.is_hetero))
         meta = {"num_parts": num_parts, "node_types": g.node_types if g.is_hetero else None,
                 "edge_types": [list(e) for e in g.edge_types] if g.is_hetero else None,
                 "node_offset": list(noff.values()) if g.is_hetero else None, "is_hetero": g.is_hetero,
                 "is_sorted": True}
-        M.meta_path(tmp).write_text(json.dumps(meta))
+        _fsio.write_text(M.meta_path(tmp), json.dumps(meta))
         finalize_output(tmp, root)
-    except BaseException:
-        import shutil
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 __all__ = ["write_pyg_layout"]

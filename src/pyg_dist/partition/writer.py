@@ -1,8 +1,11 @@
-"""Writes a relabelled graph in PyG's partition layout (plus the ``pyg_dist`` extras), atomically.
+"""Writes a relabelled graph in PyG's partition layout (plus the ``pyg_dist`` extras), atomically and durably.
 
-Everything goes into a hidden sibling folder first; META.json is written last and the folder is then
-renamed into place, so a crash never leaves a folder that looks complete. Saved objects are plain
-dicts of tensors (``torch.load(weights_only=True)`` works).
+Everything goes into a hidden sibling folder first, every file ``fsync``'ed as it is written; META.json is
+written last, the folders are synced and the folder is then swapped into place in one atomic step
+(:func:`pyg_dist._fsio.replace_dir`), so a crash never leaves a folder that looks complete, and a failure
+removes the temporary folder. A full disk or any other ``OSError`` is a
+:class:`~pyg_dist.errors.FileWriteError` naming the file (and the bytes needed and free). Saved objects are
+plain dicts of tensors (``torch.load(weights_only=True)`` works).
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from pyg_dist import _fsio
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE, EdgeType, NodeType, untyped
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.format import meta as M
@@ -48,24 +52,20 @@ def check_output(out, overwrite: bool) -> Path:
 def prepare_output(out, overwrite: bool) -> Path:
     """Checks ``out`` and returns a fresh temporary sibling folder to write into."""
     out = check_output(out, overwrite)
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
+    with _fsio.writing(tmp):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
     return tmp
 
 
 def finalize_output(tmp: Path, out) -> None:
-    """Moves the finished temporary folder to ``out`` (replacing an old folder last)."""
-    out = Path(out)
-    old = None
-    if out.exists():
-        old = out.parent / f".{out.name}.old-{os.getpid()}"
-        out.rename(old)
-    tmp.rename(out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    """Syncs every folder of the finished temporary folder and swaps it in at ``out`` in one atomic step (an
+    old folder there is removed after the swap; see :func:`pyg_dist._fsio.replace_dir`)."""
+    _fsio.fsync_tree(tmp)
+    _fsio.replace_dir(tmp, out)
 
 
 @contextmanager
@@ -79,9 +79,28 @@ def removed_on_error(*folders: Path):
         raise
 
 
-def _save(obj, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(obj, path)
+def estimate_bytes(g: TypedGraph, num_parts: int, hybrid: bool) -> int:
+    """Bytes of the tensors a partitioning of ``g`` writes: ``graph.pt`` (row, col, edge id per edge, in every
+    partition when ``hybrid``; a CSC pointer per destination), the node and edge files (global id, every
+    attribute, time), the maps and original ids. The files' framing and the optional caches (at most
+    ``cache_ratio`` of the feature bytes) come on top, so the folder is a little larger, never smaller."""
+    nb = lambda t: t.numel() * t.element_size()  # noqa: E731
+    copies = num_parts if hybrid else 1
+    total = 0
+    for t, n in g.num_nodes.items():
+        time = nb(g.node_time[t]) if t in g.node_time else 0
+        total += 3 * 8 * n + sum(nb(v) for v in g.node_attrs.get(t, {}).values()) + 2 * time
+    for et in g.edge_types:
+        e, n_dst = g.num_edges(et), g.num_nodes[et[2]]
+        attrs = sum(nb(v) for v in g.edge_attrs.get(et, {}).values())
+        time = nb(g.edge_time[et]) if et in g.edge_time else 0
+        colptr = 8 * num_parts * (n_dst + 1) if hybrid else 8 * (n_dst + num_parts)
+        total += copies * 3 * 8 * e + colptr + 2 * 8 * e
+        if attrs or time:
+            total += 8 * e + attrs + time
+        if hybrid:
+            total += copies * (time + (nb(g.edge_attrs[et][WEIGHT]) if WEIGHT in g.edge_attrs.get(et, {}) else 0))
+    return total
 
 
 def _take(t: Tensor, idx: Tensor) -> Tensor:
@@ -139,13 +158,13 @@ def _write_part(root: Path, g: TypedGraph, nodes: Dict[NodeType, NodeOrder],
                 edges: Dict[EdgeType, EdgeOrder], p: int, hybrid: bool) -> None:
     h = g.is_hetero
     graph = {et: graph_part(g, et, eo, nodes[et[2]], p, hybrid) for et, eo in edges.items()}
-    _save(untyped(graph, HOMO_EDGE, h), M.graph_path(root, p))
+    _fsio.save(untyped(graph, HOMO_EDGE, h), M.graph_path(root, p))
     del graph
     nfeat = {t: node_part(g, t, no, p) for t, no in nodes.items()}
-    _save(untyped(nfeat, HOMO_NODE, h), M.node_feats_path(root, p))
+    _fsio.save(untyped(nfeat, HOMO_NODE, h), M.node_feats_path(root, p))
     del nfeat
     efeat = {et: e for et, eo in edges.items() if (e := edge_part(g, et, eo, p)) is not None}
-    _save(untyped(efeat, HOMO_EDGE, h) if h else efeat.get(HOMO_EDGE, {}), M.edge_feats_path(root, p))
+    _fsio.save(untyped(efeat, HOMO_EDGE, h) if h else efeat.get(HOMO_EDGE, {}), M.edge_feats_path(root, p))
 
 
 def write_parts(root: Path, g: TypedGraph, nodes: Dict[NodeType, NodeOrder],
@@ -156,8 +175,13 @@ def write_parts(root: Path, g: TypedGraph, nodes: Dict[NodeType, NodeOrder],
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(max(1, min(threads, num_parts))) as pool:
         jobs = [pool.submit(_write_part, root, g, nodes, edges, p, hybrid) for p in range(num_parts)]
-        for job in tqdm(jobs, desc="writing partitions", disable=not progress):
-            job.result()  # re-raises a failed write here
+        try:
+            for job in tqdm(jobs, desc="writing partitions", disable=not progress):
+                job.result()  # re-raises a failed write here
+        except BaseException:
+            for job in jobs:
+                job.cancel()  # a full disk fails once, not once per partition still queued
+            raise
 
 
 def write_stamps(root: Path, fingerprint: str, nodes: Dict[NodeType, NodeOrder], edges: Dict[EdgeType, Any],
@@ -170,8 +194,7 @@ def write_stamps(root: Path, fingerprint: str, nodes: Dict[NodeType, NodeOrder],
                  "nodes": {t: int(no.bounds[p + 1] - no.bounds[p]) for t, no in nodes.items()},
                  "graph_edges": {M.edge_type_str(et): int(eo.row.numel() if hybrid else eo.bounds[p + 1]
                                                           - eo.bounds[p]) for et, eo in edges.items()}}
-        M.part_dir(root, p).mkdir(parents=True, exist_ok=True)  # a part written on another machine too
-        M.part_stamp_path(root, p).write_text(json.dumps(stamp))
+        _fsio.write_text(M.part_stamp_path(root, p), json.dumps(stamp))  # folder made for a part written elsewhere
 
 
 def write_maps(root: Path, g: TypedGraph, nodes: Dict[NodeType, NodeOrder],
@@ -179,13 +202,13 @@ def write_maps(root: Path, g: TypedGraph, nodes: Dict[NodeType, NodeOrder],
     """``node_map`` / ``edge_map`` (id -> partition, PyG layout), original ids and full node time."""
     parts = torch.arange(num_parts)
     for t, no in nodes.items():
-        _save(torch.repeat_interleave(parts, torch.diff(no.bounds)), M.node_map_path(root, t, g.is_hetero))
-        _save(no.perm, M.original_node_ids_path(root, t))
+        _fsio.save(torch.repeat_interleave(parts, torch.diff(no.bounds)), M.node_map_path(root, t, g.is_hetero))
+        _fsio.save(no.perm, M.original_node_ids_path(root, t))
         if t in g.node_time:
-            _save(_take(g.node_time[t], no.perm), M.full_node_time_path(root, t))
+            _fsio.save(_take(g.node_time[t], no.perm), M.full_node_time_path(root, t))
     for et, eo in edges.items():
-        _save(torch.repeat_interleave(parts, torch.diff(eo.bounds)), M.edge_map_path(root, et, g.is_hetero))
-        _save(eo.perm, M.original_edge_ids_path(root, et))
+        _fsio.save(torch.repeat_interleave(parts, torch.diff(eo.bounds)), M.edge_map_path(root, et, g.is_hetero))
+        _fsio.save(eo.perm, M.original_edge_ids_path(root, et))
 
 
 def write_caches(root: Path, g: TypedGraph, nodes: Dict[NodeType, NodeOrder], edges: Dict[EdgeType, EdgeOrder],

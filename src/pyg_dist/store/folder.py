@@ -3,14 +3,17 @@
 Every check here runs before any training starts and fails with a
 :class:`~pyg_dist.errors.PartitionFormatError` naming the file: META.json missing or corrupt, a
 partition count that differs from the world's, a missing partition file (of *any* partition, so
-every rank fails at once instead of waiting for the one whose file is gone), or tensors whose sizes
-disagree with META.
+every rank fails at once instead of waiting for the one whose file is gone), a file whose byte size differs
+from the one META.json lists (a file of another run, a truncated copy: one ``stat`` per file), with
+``verify=True`` a file of the partition (or a shared one) whose content digest differs, or tensors whose
+sizes disagree with META.
 """
 from __future__ import annotations
 
 from typing import Any, Callable, List, Optional, Tuple
 
 from pyg_dist.errors import InvalidArgumentError, PartitionFormatError
+from pyg_dist.format import digests as D
 from pyg_dist.format import meta as M
 from pyg_dist.format.book import PartitionBook
 from pyg_dist.format.data import PartitionData
@@ -48,8 +51,9 @@ def resolve_part(where: str, meta: M.PartitionMeta, part: Optional[int], ctx) ->
 
 
 def check_files(meta: M.PartitionMeta) -> None:
-    """Every partition's graph and node files exist (edge files too in pyg_dist folders), and every part
-    of a fingerprinted pyg_dist folder comes from the same partitioning, with META's counts."""
+    """Every partition's graph and node files exist (edge files too in pyg_dist folders), every part
+    of a fingerprinted pyg_dist folder comes from the same partitioning, with META's counts, and every file
+    META.json lists has its size there (folders that list none skip that)."""
     for p in range(meta.num_parts):
         paths = [M.graph_path(meta.root, p), M.node_feats_path(meta.root, p)]
         if meta.is_native:
@@ -59,6 +63,7 @@ def check_files(meta: M.PartitionMeta) -> None:
                 raise PartitionFormatError(path, "file is missing (incomplete copy of the partition folder?)")
         if meta.is_native and meta.extra.get("fingerprint"):
             check_stamp(meta, p)
+    D.check_file_sizes(meta)
 
 
 def graph_edges(meta: M.PartitionMeta, et, part: int) -> int:
@@ -128,13 +133,17 @@ def check_sizes(pd: PartitionData) -> None:
                                        f"{g.edge_id.numel()} edge ids")
 
 
-def open_partition(where: str, root, part: Optional[int], ctx, mmap: bool) -> PartitionData:
-    """Validates the folder against the world and loads partition ``part`` (see module doc)."""
-    if not isinstance(mmap, bool):
-        raise InvalidArgumentError(where, "mmap", mmap, "a bool")
+def open_partition(where: str, root, part: Optional[int], ctx, mmap: bool, verify: bool = False) -> PartitionData:
+    """Validates the folder against the world and loads partition ``part`` (see module doc); ``verify``
+    also re-hashes the partition's files and the shared ones against META.json's digests."""
+    for name, value in (("mmap", mmap), ("verify", verify)):
+        if not isinstance(value, bool):
+            raise InvalidArgumentError(where, name, value, "a bool")
     meta = M.read_meta(root)
     part = resolve_part(where, meta, part, ctx)
     check_files(meta)
+    if verify:
+        D.check_file_digests(meta, part)
     pd = load_partition(root, part, mmap=mmap)
     check_sizes(pd)
     check_values(pd)  # ids and pointers in range before any kernel indexes with them
@@ -159,10 +168,10 @@ class PartitionStoreMixin:
         self.partition, self._mmap = data.part, mmap
 
     @classmethod
-    def from_partition(cls, root, part: Optional[int] = None, *, ctx=None, mmap: bool = True):
+    def from_partition(cls, root, part: Optional[int] = None, *, ctx=None, mmap: bool = True, verify: bool = False):
         """Opens partition ``part`` of the folder ``root`` (see :func:`pyg_dist.store.load_stores`)."""
         store: Callable[..., Any] = cls  # a concrete store: its constructor takes (data, mmap)
-        return store(open_partition(f"{cls.__name__}.from_partition", root, part, ctx, mmap), mmap=mmap)
+        return store(open_partition(f"{cls.__name__}.from_partition", root, part, ctx, mmap, verify), mmap=mmap)
 
     def __reduce__(self):  # pickled (spawned workers): re-open the folder; mmap keeps one copy
         return (_reopen, (type(self), str(self.partition_meta.root), self.partition, self._mmap, self._carried()))

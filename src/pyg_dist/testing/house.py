@@ -4,7 +4,7 @@ and the imports each stage may make, its circles, and the public-name tables of 
 Stages, from the ground up (a stage imports only the stages listed for it, and itself)::
 
     core       _types, errors, _lazy, _alloc, timeouts, context, iface (listeners), group (process group),
-               envvars (the PYG_DIST_* table)
+               envvars (the PYG_DIST_* table), _fsio (durable writes)
     ops        kernels                                  -> core
     format     the partition folder as a format         -> core, ops
     datasets   graph sources                            -> core, ops, format
@@ -46,7 +46,7 @@ ALLOWED: Dict[str, Set[str]] = {
     "testing": set(_RUNTIME) | {"datasets", "partition"},
     "pyg_dist": set(_RUNTIME) | {"datasets", "partition", "distributed", "testing"},
 }
-_CORE = {"_types", "errors", "_lazy", "_alloc", "timeouts", "context", "iface", "group", "envvars"}
+_CORE = {"_types", "errors", "_lazy", "_alloc", "timeouts", "context", "iface", "group", "envvars", "_fsio"}
 
 
 def module_name(path: Path, root: Path = PACKAGE_DIR) -> str:

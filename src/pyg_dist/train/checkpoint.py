@@ -43,7 +43,8 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional
 
 import torch
 
-from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_positive_int, check_seconds
+from pyg_dist import _fsio
+from pyg_dist.errors import FileWriteError, InvalidArgumentError, PyGDistError, check_positive_int, check_seconds
 
 LOG = logging.getLogger("pyg_dist")
 _WHERE = "Checkpointer"
@@ -327,18 +328,20 @@ def _barrier() -> None:
 
 
 def _atomic_save(obj, path: Path) -> None:
-    """``torch.save`` to a temp file, fsync, then rename: a reader sees the old file or the whole new one. A
-    failed write removes its temp file and is a :class:`CheckpointError` naming the file and the cause
-    (``No space left on device``, ...)."""
+    """``torch.save`` to a temp file, fsync, rename, fsync of the folder (:mod:`pyg_dist._fsio`): a reader sees
+    the old file or the whole new one, also after a crash. A failed write removes its temp file and is a
+    :class:`CheckpointError` naming the file and the cause (``No space left on device (needs N bytes, F free on
+    that filesystem)``, ...)."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
-        with open(tmp, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        _fsio.save(obj, tmp)
+        with _fsio.writing(path):
+            os.replace(tmp, path)
+        _fsio.fsync_dir(path.parent)
     except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if isinstance(exc, FileWriteError):
+            raise CheckpointError(f"writing {path} failed: {exc.problem}") from None
         if isinstance(exc, (OSError, RuntimeError, pickle.PicklingError, AttributeError, TypeError)):
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"{type(exc).__name__}: {exc}"
             raise CheckpointError(f"writing {path} failed: {why}") from exc

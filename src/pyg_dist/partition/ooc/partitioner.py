@@ -30,15 +30,24 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from pyg_dist import _fsio
 from pyg_dist._types import NodeType
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
+from pyg_dist.format import digests as D
 from pyg_dist.format import meta as M
 from pyg_dist.partition import assign
 from pyg_dist.partition.config import PartitionConfig
 from pyg_dist.partition.ooc.chunked import ChunkedGraph, check_ids, chunked_from_data, open_chunked
 from pyg_dist.partition.ooc.comm import Comm
 from pyg_dist.partition.ooc.spill import BlockAdjacency
-from pyg_dist.partition.ooc.write import PartTally, spill_edges, write_edge_maps, write_node_maps, write_part
+from pyg_dist.partition.ooc.write import (
+    PartTally,
+    save_npy,
+    spill_edges,
+    write_edge_maps,
+    write_node_maps,
+    write_part,
+)
 from pyg_dist.partition.partitioner import _Clock, build_meta
 from pyg_dist.partition.renumber import order_nodes
 from pyg_dist.partition.report import _balance, _constraint_balance, folder_bytes, format_report
@@ -168,21 +177,28 @@ class OutOfCorePartitioner:
 
     def save(self, out: Union[str, Path], overwrite: bool = False, progress: bool = True,
              verbose: bool = False) -> Dict[str, Any]:
-        """Partitions and writes the folder ``out``; returns the quality statistics (also in META)."""
+        """Partitions and writes the folder ``out``; returns the quality statistics (also in META).
+
+        Raises:
+            FileWriteError: a write failed (a full disk, spill files included): names the file (or the spill
+                folder) and the cause; the temporary folders are removed.
+        """
         comm, progress = self.comm, progress and self.comm.rank == 0
         tmp, self._shared = shared_output(out, overwrite, comm)
-        work = Path(tempfile.mkdtemp(prefix=f".spill-{comm.rank}-", dir=self.workdir or tmp))
-        with tqdm(total=5, desc="partition (out-of-core)", disable=not progress) as bar, \
-                removed_on_error(tmp, work):
-            clock = _Clock(bar)
-            stats, meta = self._partition(tmp, work, clock, progress)
-            shutil.rmtree(work, ignore_errors=True)
-            comm.barrier()
-            if comm.rank == 0 or not self._shared:  # local disks: every machine gets META and the stamps
-                M.write_meta(tmp, meta)
-                finalize_output(tmp, out)
-            comm.barrier()
-            clock.start(None)
+        with removed_on_error(tmp):
+            with _fsio.writing(self.workdir or tmp):
+                work = Path(tempfile.mkdtemp(prefix=f".spill-{comm.rank}-", dir=self.workdir or tmp))
+            with tqdm(total=5, desc="partition (out-of-core)", disable=not progress) as bar, \
+                    removed_on_error(work), _fsio.writing(work, only=_fsio.FULL):  # a full spill folder too
+                clock = _Clock(bar)
+                stats, meta = self._partition(tmp, work, clock, progress)
+                shutil.rmtree(work, ignore_errors=True)
+                comm.barrier()
+                if comm.rank == 0 or not self._shared:  # local disks: every machine gets META and the stamps
+                    M.write_meta(tmp, meta)
+                    finalize_output(tmp, out)
+                comm.barrier()
+                clock.start(None)
         if verbose:
             print(format_report(stats))
         return stats
@@ -211,28 +227,37 @@ class OutOfCorePartitioner:
             LOG.warning("OutOfCorePartitioner keeps non-finite values: %s", line)
         stats = quality_report(tally, nodes, c.num_parts, names, weights, g)
         del weights
-        fingerprint = self.comm.broadcast_object(uuid.uuid4().hex)
+        bounds = self._write_maps(tmp, perms, nodes, edges)
+        del nodes
+        clock.start("digests")
+        files = folder_digests(self.comm, tmp, c.num_parts)
+        fingerprint = D.folder_fingerprint(files)  # the folder id: the same on every rank, from the same list
         if self.comm.rank == 0 or not self._shared:
-            write_stamps(tmp, fingerprint, nodes, edges, c.num_parts, False)
-        if self.comm.rank == 0:
-            write_node_maps(tmp, g, nodes)
-        bounds = {t: SimpleNamespace(bounds=o.bounds, sub_bounds=o.sub_bounds) for t, o in nodes.items()}
-        del nodes  # the permutations: the edge maps are the largest arrays
-        if self.comm.rank == 0:
-            write_edge_maps(tmp, perms, g, edges)
-        if self.comm.rank == 0 or not self._shared:
-            shutil.rmtree(perms, ignore_errors=True)
-        for sp in edges.values():
-            sp.buckets.close()
+            write_stamps(tmp, fingerprint, bounds, edges, c.num_parts, False)
         sizes = self.comm.all_gather({p: folder_bytes(M.part_dir(tmp, p)) for p in range(c.num_parts)
                                       if self.comm.mine(p)})
         stats["bytes_per_part"] = [next(s[p] for s in sizes if p in s) for p in range(c.num_parts)]
         clock.start("meta")
         stats["seconds"], stats["cpu_seconds"] = clock.seconds, clock.cpu_seconds
         used = [] if c.method == "random" else names
-        meta = build_meta(g, c, tmp, bounds, edges, used, stats, fingerprint,
+        meta = build_meta(g, c, tmp, bounds, edges, used, stats, fingerprint, files=files,
                           out_of_core={"memory_budget": c.memory_budget, **self.info})
         return stats, meta
+
+    def _write_maps(self, tmp: Path, perms: Path, nodes, edges) -> Dict[NodeType, SimpleNamespace]:
+        """Rank 0 writes the node and edge maps (and original ids); returns the node bounds per type (the
+        caller drops the node orders before the edge maps, the largest arrays, are built)."""
+        if self.comm.rank == 0:
+            write_node_maps(tmp, self.graph, nodes)
+        bounds = {t: SimpleNamespace(bounds=o.bounds, sub_bounds=o.sub_bounds) for t, o in nodes.items()}
+        nodes.clear()  # the permutations
+        if self.comm.rank == 0:
+            write_edge_maps(tmp, perms, self.graph, edges)
+        if self.comm.rank == 0 or not self._shared:
+            shutil.rmtree(perms, ignore_errors=True)
+        for sp in edges.values():
+            sp.buckets.close()
+        return bounds
 
 
 def shared_output(out, overwrite: bool, comm: Comm) -> Tuple[Path, bool]:
@@ -250,7 +275,18 @@ def shared_output(out, overwrite: bool, comm: Comm) -> Tuple[Path, bool]:
     tmp, error = comm.broadcast_object((tmp, error))
     if error is not None:
         raise PyGDistError(f"rank 0: {error}")
-    seen = Path(tmp) / ".ranks"
+    try:
+        return _share(out, overwrite, comm, Path(tmp), token)
+    except BaseException:
+        if comm.rank == 0:  # its folder; another rank's own one is removed by _own_folder
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _share(out, overwrite: bool, comm: Comm, tmp: Path, token: str) -> Tuple[Path, bool]:
+    """Whether every rank sees rank 0's temporary folder ``tmp`` (its ``.ranks`` holds ``token``); each rank's
+    own folder where none does."""
+    seen = tmp / ".ranks"
     views = comm.all_gather(seen.is_file() and seen.read_text() == token)
     comm.barrier()
     shared = all(views)
@@ -278,6 +314,8 @@ def _own_folder(out, overwrite: bool, comm: Comm, tmp0) -> Path:
     comm.barrier()
     if tmp is not None:
         (Path(tmp) / ".ranks").unlink(missing_ok=True)
+    if (errors or clash) and comm.rank and tmp is not None:
+        shutil.rmtree(tmp, ignore_errors=True)  # this rank's own folder (rank 0's: shared_output)
     if errors:
         raise PyGDistError(f"a rank refused the output folder: {errors[0]}")
     if clash:
@@ -295,6 +333,16 @@ def _prepare(out, overwrite: bool, token: str):
         return None, str(e)
 
 
+def folder_digests(comm: Comm, tmp: Path, num_parts: int) -> D.FileList:
+    """Every listed file's size and digest: each rank hashes the partitions it wrote (rank 0 also the shared
+    files: maps, original ids) and every rank gets the whole list (one ``all_gather``)."""
+    mine = [p for p in range(num_parts) if comm.mine(p)]
+    files: D.FileList = {}
+    for part in comm.all_gather(D.file_digests(tmp, D.listed_paths(tmp, num_parts, mine, comm.rank == 0))):
+        files.update(part)
+    return files
+
+
 def collect_perms(comm: Comm, perms: Path, edges, num_parts: int) -> None:
     """Local disks: every partition's original edge ids move to rank 0 (for the edge maps), one at a time."""
     for et in edges:
@@ -305,7 +353,7 @@ def collect_perms(comm: Comm, perms: Path, edges, num_parts: int) -> None:
             path = perms / f"perm_{M.edge_type_str(et)}_{p}.npy"
             got = comm.move_to_root(np.load(path) if comm.rank == src else None, src)
             if comm.rank == 0 and got is not None:
-                np.save(path, got)
+                save_npy(path, got)
 
 
 def _fennel(adj: BlockAdjacency, weights: np.ndarray, c: PartitionConfig, passes: int, bar):

@@ -1,6 +1,7 @@
 """The out-of-core partitioner's writing half: edges spilled to on-disk buckets by their destination's owner,
 then one partition at a time built (CSC, relabelled), written in the same layout and with the same bytes as
-:mod:`pyg_dist.partition.writer`, and measured for the quality report.
+:mod:`pyg_dist.partition.writer` (every file ``fsync``'ed; a failed write is a
+:class:`~pyg_dist.errors.FileWriteError` naming the file), and measured for the quality report.
 
 Memory: the O(N) node orders, one chunk of edges while spilling, then one partition's edges and rows.
 """
@@ -14,6 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from pyg_dist import _fsio
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE, EdgeType, NodeType, untyped
 from pyg_dist.format import meta as M
 from pyg_dist.format.schema import EdgeEntry, GraphEntry, NodeEntry
@@ -125,7 +127,7 @@ def _graph_entry(g, et, sp: SpilledEdges, dst: NodeOrder, p: int, perms: Path, t
     else:
         order = stable_order(col)
     col = col[order].astype(np.int64)  # one column gathered at a time: one partition's peak stays low
-    np.save(perms / f"perm_{M.edge_type_str(et)}_{p}.npy", rows.pop("eid")[order])
+    save_npy(perms / f"perm_{M.edge_type_str(et)}_{p}.npy", rows.pop("eid")[order])
     row = rows.pop("row")[order].astype(np.int64)
     del rows, order
     lo, hi = int(sp.bounds[p]), int(sp.bounds[p + 1])
@@ -178,38 +180,37 @@ def write_part(root: Path, perms: Path, g: ChunkedGraph, nodes: Dict[NodeType, N
     graph = {et: _graph_entry(g, et, sp, nodes[et[2]], p, perms, tally, nodes[et[0]].bounds)
              for et, sp in edges.items()}
     tally.close_part(p, g.num_nodes)
-    M.part_dir(root, p).mkdir(parents=True, exist_ok=True)
-    torch.save(untyped(graph, HOMO_EDGE, h), M.graph_path(root, p))
+    _fsio.save(untyped(graph, HOMO_EDGE, h), M.graph_path(root, p))
     del graph
     nfeat = {t: _node_entry(g, t, no, p, tally, allow_nonfinite) for t, no in nodes.items()}
-    torch.save(untyped(nfeat, HOMO_NODE, h), M.node_feats_path(root, p))
+    _fsio.save(untyped(nfeat, HOMO_NODE, h), M.node_feats_path(root, p))
     del nfeat
     efeat = {et: e for et, sp in edges.items()
              if (e := _edge_entry(g, et, sp, p, perms, tally, allow_nonfinite)) is not None}
-    torch.save(untyped(efeat, HOMO_EDGE, h) if h else efeat.get(HOMO_EDGE, {}), M.edge_feats_path(root, p))
+    _fsio.save(untyped(efeat, HOMO_EDGE, h) if h else efeat.get(HOMO_EDGE, {}), M.edge_feats_path(root, p))
 
 
 def write_node_maps(root: Path, g: ChunkedGraph, nodes: Dict[NodeType, NodeOrder]) -> None:
     """``node_map`` (id -> partition, PyG layout), original node ids and the full node time per type."""
     for t, no in nodes.items():
-        torch.save(range_map(no.bounds), _mk(M.node_map_path(root, t, g.is_hetero)))
-        torch.save(no.perm, _mk(M.original_node_ids_path(root, t)))
+        _fsio.save(range_map(no.bounds), M.node_map_path(root, t, g.is_hetero))
+        _fsio.save(no.perm, M.original_node_ids_path(root, t))
         if t in g.node_time:
-            torch.save(take_rows(g.node_time[t], no.perm.numpy()), _mk(M.full_node_time_path(root, t)))
+            _fsio.save(take_rows(g.node_time[t], no.perm.numpy()), M.full_node_time_path(root, t))
 
 
 def write_edge_maps(root: Path, perms: Path, g: ChunkedGraph, edges: Dict[EdgeType, SpilledEdges]) -> None:
     """``edge_map`` and original edge ids per type (from the per-partition files), one array at a time."""
     for et, sp in edges.items():
         emap = range_map(sp.bounds)
-        torch.save(emap, _mk(M.edge_map_path(root, et, g.is_hetero)))
+        _fsio.save(emap, M.edge_map_path(root, et, g.is_hetero))
         del emap
         files = [perms / f"perm_{M.edge_type_str(et)}_{p}.npy" for p in range(sp.bounds.numel() - 1)]
         perm = torch.empty(int(sp.bounds[-1]), dtype=torch.long)
         for p, f in enumerate(files):
             perm[int(sp.bounds[p]):int(sp.bounds[p + 1])] = torch.from_numpy(np.load(f))
             f.unlink()
-        torch.save(perm, _mk(M.original_edge_ids_path(root, et)))
+        _fsio.save(perm, M.original_edge_ids_path(root, et))
         del perm
 
 
@@ -222,6 +223,7 @@ def range_map(bounds: Tensor) -> Tensor:
     return out
 
 
-def _mk(path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
+def save_npy(path: Path, array: np.ndarray) -> None:
+    """A temporary ``.npy`` (original edge ids of one partition, for the edge maps); typed error on failure."""
+    with _fsio.writing(path, needed=array.nbytes):
+        np.save(path, array)

@@ -1,0 +1,196 @@
+"""Content digests of a partition folder's files, and the folder id (``fingerprint``) derived from them.
+
+A pyg_dist writer lists, in META.json's ``pyg_dist`` section, every file of the folder as ``"files":
+{relative path: {"bytes": size, "digest": hex}}`` (``"files_digest"`` names the algorithm), except META.json
+and the per-partition stamps ``part_<i>/pyg_dist.json`` (which embed the fingerprint). The fingerprint is a
+hash of the sorted ``(path, bytes, digest)`` of the data files (graph, node and edge files, maps, original ids:
+not the caches, which embed it too): two runs that write the same bytes get the same id, any other content
+another.
+
+At open every listed file's size is compared with META.json (one ``stat`` each); ``verify=True`` also re-hashes
+a partition's files and the shared ones. Folders without ``"files"`` (older, or PyG's) skip both.
+
+Example:
+    >>> files = file_digests("/tmp/p2", listed_paths("/tmp/p2", 2))      # doctest: +SKIP
+    >>> folder_fingerprint(files)                                         # doctest: +SKIP
+    '5f0c...'
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+
+from pyg_dist._fsio import DIGESTS, digest_file
+from pyg_dist.errors import PartitionFormatError
+from pyg_dist.format import meta as M
+
+FileList = Dict[str, Dict[str, Any]]
+_CACHES = ("feature_cache.pt", "topology_cache.pt")  # written after the fingerprint, which they embed
+
+
+def listed_paths(root, num_parts: int, parts: Optional[Iterable[int]] = None, shared: bool = True) -> List[str]:
+    """Root-relative POSIX paths of the files META.json lists: those of ``part_<p>`` for ``p`` in ``parts``
+    (default: every partition) and, with ``shared``, those outside the partition folders; never META.json,
+    a stamp, or anything hidden (temporary and spill folders)."""
+    root = Path(root)
+    part_names = {M.part_dir("", p).name for p in (range(num_parts) if parts is None else parts)}
+    all_parts = {M.part_dir("", p).name for p in range(num_parts)}
+    stamps = {M.part_stamp_path("", p).as_posix() for p in range(num_parts)}
+    out = []
+    for folder, dirs, files in os.walk(root):
+        rel = Path(folder).relative_to(root)
+        top = rel.parts[0] if rel.parts else None
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        if (top in part_names) if top in all_parts else shared:
+            out += [(rel / f).as_posix() for f in sorted(files) if not f.startswith(".")]
+        if top is None:
+            dirs[:] = [d for d in dirs if d in part_names or (shared and d not in all_parts)]
+    return [p for p in out if p != M.META_FILE and p not in stamps]
+
+
+def file_digests(root, rels: Iterable[str], threads: int = 2, algorithm: str = DIGESTS[0]) -> FileList:
+    """``{path: {"bytes": size, "digest": hex}}`` of the files ``rels`` under ``root``, ``threads`` at a time."""
+    rels = list(rels)
+    with ThreadPoolExecutor(max(1, threads)) as pool:
+        done = list(pool.map(lambda r: digest_file(Path(root) / r, algorithm), rels))
+    return {r: {"bytes": n, "digest": d} for r, (n, d) in zip(rels, done)}
+
+
+def embeds_fingerprint(rel: str) -> bool:
+    """Whether the listed file ``rel`` holds the fingerprint (a cache), so it is not part of it."""
+    return Path(rel).name in _CACHES
+
+
+def folder_fingerprint(files: FileList) -> str:
+    """The folder id: 32 hex digits of the sha256 of the sorted ``(path, bytes, digest)`` of the data files."""
+    h = hashlib.sha256()
+    for rel in sorted(r for r in files if not embeds_fingerprint(r)):
+        h.update(json.dumps([rel, files[rel]["bytes"], files[rel]["digest"]]).encode() + b"\n")
+    return h.hexdigest()[:32]
+
+
+# ------------------------------------------------------------------------------------------- checks
+def listed(meta: M.PartitionMeta) -> FileList:
+    """META.json's ``files`` (empty for folders written before digests were recorded, and PyG's)."""
+    files = meta.extra.get("files") if meta.is_native else None
+    if files is None:
+        return {}
+    ok = isinstance(files, dict) and all(
+        isinstance(v, dict) and isinstance(v.get("bytes"), int) and isinstance(v.get("digest"), str)
+        for v in files.values())
+    if not ok:
+        raise PartitionFormatError(M.meta_path(meta.root), "'files' must map each path to {\"bytes\": int, "
+                                   "\"digest\": str}")
+    return files
+
+
+def part_files(meta: M.PartitionMeta, part: int) -> List[str]:
+    """The listed files partition ``part`` reads: its own and the shared ones (maps, original ids, time)."""
+    own = M.part_dir("", part).name
+    others = {M.part_dir("", p).name for p in range(meta.num_parts)} - {own}
+    return sorted(r for r in listed(meta) if Path(r).parts[0] not in others)
+
+
+def _size_problem(path: Path, expected: int, actual: int) -> str:
+    return (f"holds {actual} bytes but META.json lists {expected}: a file from another partitioning run or a "
+            "truncated copy")
+
+
+def file_problems(meta: M.PartitionMeta, rels: Iterable[str], digests: bool,
+                  missing_ok: bool = False) -> List[Tuple[Path, str]]:
+    """``(file, problem)`` of every listed file in ``rels`` that is missing (unless ``missing_ok``), whose size
+    differs from META.json or, with ``digests``, whose content does."""
+    files, out = listed(meta), []
+    algorithm = meta.extra.get("files_digest", DIGESTS[0])
+    if files and algorithm not in DIGESTS:
+        return [(M.meta_path(meta.root), f"files_digest {algorithm!r} is not one of {list(DIGESTS)}")]
+    todo = []
+    for rel in rels:
+        path, want = Path(meta.root) / rel, files[rel]
+        try:
+            size = path.stat().st_size
+        except OSError:
+            if not missing_ok:
+                out.append((path, "file is missing (incomplete copy of the partition folder?)"))
+            continue
+        if size != want["bytes"]:
+            out.append((path, _size_problem(path, want["bytes"], size)))
+        elif digests:
+            todo.append(rel)
+    if todo:
+        for rel, got in file_digests(meta.root, todo, algorithm=algorithm).items():
+            if got["digest"] != files[rel]["digest"]:
+                out.append((Path(meta.root) / rel, f"content differs from META.json's {algorithm} digest "
+                            f"({got['digest']} != {files[rel]['digest']}): a file from another partitioning run "
+                            "or a corrupt copy"))
+    return out
+
+
+def fingerprint_problem(meta: M.PartitionMeta) -> Optional[str]:
+    """Why META.json's fingerprint is not the one its ``files`` give (``None`` when it is)."""
+    files = listed(meta)
+    if files and folder_fingerprint(files) != meta.extra.get("fingerprint"):
+        return (f"fingerprint {meta.extra.get('fingerprint')} is not the one its files list gives "
+                f"({folder_fingerprint(files)}): META.json was edited or mixed from two runs")
+    return None
+
+
+def check_file_sizes(meta: M.PartitionMeta) -> None:
+    """Every listed file that is present has META.json's size, else a :class:`PartitionFormatError` naming it
+    (missing files are the caller's check)."""
+    problems = file_problems(meta, listed(meta), digests=False, missing_ok=True)
+    if problems:
+        raise PartitionFormatError(*problems[0])
+
+
+def check_file_digests(meta: M.PartitionMeta, part: int) -> None:
+    """Partition ``part``'s files and the shared ones are all present with META.json's sizes and digests."""
+    why = fingerprint_problem(meta)
+    if why is not None:
+        raise PartitionFormatError(M.meta_path(meta.root), why)
+    problems = file_problems(meta, part_files(meta, part), digests=True)
+    if problems:
+        raise PartitionFormatError(*problems[0])
+
+
+# ------------------------------------------------------------------------------------------- a whole folder
+def stamp_problem(meta: M.PartitionMeta, part: int) -> Optional[str]:
+    """Why ``part_<part>/pyg_dist.json`` does not name META.json's fingerprint and this partition (``None``
+    when it does, or when the folder has no fingerprint); the stores also check its counts."""
+    if not (meta.is_native and meta.extra.get("fingerprint")):
+        return None
+    path = M.part_stamp_path(meta.root, part)
+    try:
+        stamp = json.loads(path.read_text())
+        fp, idx = stamp["fingerprint"], stamp["part"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return f"{path.name}: missing or unreadable ({type(e).__name__})"
+    if fp != meta.extra["fingerprint"] or idx != part:
+        return f"{path.name}: from another partitioning (fingerprint {fp}, part {idx})"
+    return None
+
+
+def folder_problems(meta: M.PartitionMeta) -> Iterator[Tuple[str, List[str], int]]:
+    """``(label, problems, bytes checked)`` for META.json, every partition and the shared files, each as soon
+    as it is checked: every listed file present with its size and digest, stamps naming the folder. A folder
+    that lists no files (older, or PyG's) gets its partitions' graph and node files checked for presence only."""
+    files = listed(meta)
+    why = fingerprint_problem(meta)
+    yield M.META_FILE, [why] if why else [], 0
+    part_names = [M.part_dir("", p).name for p in range(meta.num_parts)]
+    groups = {name: sorted(r for r in files if Path(r).parts[0] == name) for name in part_names}
+    groups["shared files"] = sorted(r for r in files if Path(r).parts[0] not in part_names)
+    for p, (label, rels) in enumerate(groups.items()):
+        if not files and p < meta.num_parts:
+            rels = [M.graph_path("", p).as_posix(), M.node_feats_path("", p).as_posix()]
+            found = [f"{r}: file is missing" for r in rels if not (Path(meta.root) / r).is_file()]
+        else:
+            found = [f"{Path(path).relative_to(meta.root).as_posix()}: {msg}"
+                     for path, msg in file_problems(meta, rels, digests=True)]
+        stamp = stamp_problem(meta, p) if p < meta.num_parts else None
+        found += [f"{M.part_dir('', p).name}/{stamp}"] if stamp else []
+        yield label, found, sum(files[r]["bytes"] for r in rels if r in files)
