@@ -150,7 +150,7 @@ def save(obj: Any, path) -> None:
     def fill(f) -> None:
         sink = _Sink(f)
         try:
-            torch.save(obj, sink)
+            torch.save(obj, sink)  # type: ignore[arg-type]  # a file-like object torch writes through
         except RuntimeError:
             if sink.error is None:
                 raise

@@ -92,6 +92,13 @@ ENV_VARS: Tuple[EnvVar, ...] = (
         "256 MiB, one arena), applied once per process when `dist_session()` or a sampler worker starts; `0`, "
         "`false`, `no` or `off` keep the allocator's defaults."),
     EnvVar(
+        "PYG_DIST_REPLY_MAX_MB", "float", "`256`",
+        "Most MiB of one feature-lookup reply (`pyg_dist.store.limits`), read at each lookup and each request "
+        "served: a requester splits its requests so that no reply exceeds it, an owner refuses a larger one "
+        "(`ServingLimitError`, raised by the requester as `RemoteCallError` naming the peer, the size and this "
+        "variable); a single row larger than it is still served. Give every process the same value. Not a "
+        "number > 0: `InvalidArgumentError` naming the variable."),
+    EnvVar(
         "PYG_DIST_RPC_PORT", "int", "`MASTER_PORT + 1`",
         "RPC's own rendezvous port (`pyg_dist.context.DistContext.from_env`); never `MASTER_PORT`, which is "
         "DDP's. `TrainConfig.rpc_port` (or `DistContext.from_env(rpc_port=...)`), when set, wins; empty counts "
@@ -103,6 +110,13 @@ ENV_VARS: Tuple[EnvVar, ...] = (
         "TensorPipe transports of the RPC world (`pyg_dist.rpc.runtime`), read at `init_rpc`: a comma list of "
         "`uv`, `shm`, `ibv`, or `default` for TensorPipe's own choice (its shared-memory transport "
         "busy-polls); anything else raises `InvalidArgumentError`."),
+    EnvVar(
+        "PYG_DIST_SERVE_BUDGET_MB", "float", "`512`",
+        "Most MiB of feature-lookup replies one process serves at once (`pyg_dist.store.limits`), read at each "
+        "request served: a request waits, first come first served, until its reply fits beside those still "
+        "being sent (one larger than the budget is served alone), at most its call's timeout (default: "
+        "`PYG_DIST_FAILURE_TIMEOUT`), then `ServingLimitError` naming this variable. Per process: each "
+        "sampler worker that serves has its own. Not a number > 0: `InvalidArgumentError` naming the variable."),
     EnvVar(
         "PYG_DIST_TRACEBACK", "flag", "unset (one line per error)",
         "Exactly `1`: `run_main()` (`pyg_dist.train.entry`) prints the full traceback of a pyg_dist error on "

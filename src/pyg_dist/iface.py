@@ -148,7 +148,7 @@ def listeners(pid: Optional[int] = None) -> List[Tuple[str, int]]:
             inodes.add(os.readlink(f"{base}/fd/{fd}")[8:-1])
         except OSError:  # closed meanwhile (the listing's own descriptor)
             continue
-    found = set()
+    found: set = set()
     for table in ("tcp", "tcp6"):
         try:
             with open(f"{base}/net/{table}") as fh:

@@ -52,7 +52,7 @@ def two_hosts():
 
 def _launch(ns, veth, rank, root, master_port, rpc_port, program=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHELASTIC_", "PYG_DIST_RPC"))}
-    env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", PYG_DIST_RPC_PORT=str(rpc_port))  # interfaces: the default (MASTER_ADDR's)
+    env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", PYG_DIST_RPC_PORT=str(rpc_port))  # interfaces: MASTER_ADDR's
     program = program or [str(EXAMPLES / "node_classification.py"), "--partition-dir", root, "--epochs", "2",
                           "--batch-size", "64", "--num-neighbors", "4,3"]
     cmd = ["ip", "netns", "exec", ns, sys.executable, "-m", "torch.distributed.run", "--nnodes=2",

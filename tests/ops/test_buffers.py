@@ -10,7 +10,7 @@ from pyg_dist.errors import InvalidArgumentError, PyGDistError
 from pyg_dist.format.book import DensePartitionBook, PartitionBook, _BookBase
 from pyg_dist.ops import rows as row_ops
 from pyg_dist.ops.rows import copy_rows, take_rows
-from pyg_dist.store import buffers, lookup
+from pyg_dist.store import buffers, lookup, serving
 
 pytestmark = pytest.mark.timeout(120)
 ROWS = buffers._MIN_BYTES // 400 + 10  # a float32 [ROWS, 100] tensor is above the pool's floor
@@ -186,12 +186,12 @@ def test_split_by_owner_dense_book_and_bad_ids():
 
 
 def test_lookup_replies_come_in_chunks_and_reassemble(monkeypatch):
-    monkeypatch.setattr(lookup, "CHUNK_BYTES", 10 * 400)  # 10 rows of 100 float32 per chunk
+    monkeypatch.setattr(serving, "CHUNK_BYTES", 10 * 400)  # 10 rows of 100 float32 per chunk
     book = PartitionBook({"_N": torch.tensor([0, 100, 250])})
     x1 = torch.randn(150, 100)
     ids = torch.randint(0, 250, (333,))
     plan = lookup.plan_lookup(book, 0, [lookup.FeatureQuery("_N", ("x",), ids)])
-    reply = lookup.serve_request(book, 1, lambda g, n: x1, plan.requests[1])
+    reply = serving.serve_request(book, 1, lambda g, n: x1, plan.requests[1])
     chunks = reply.values[0]["x"]
     assert len(chunks) > 1 and all(c.size(0) <= 10 for c in chunks)
     x0 = torch.randn(100, 100)

@@ -80,7 +80,10 @@ def test_plan_splits_by_owner_and_keeps_positions():
     assert {p: pos.tolist() for p, pos in a.remote.items()} == {0: [2, 5], 2: [0, 4, 6]}
     assert b.local_pos is None and b.local_rows.tolist() == [0, 0]  # all local: fast path
     assert sorted(plan.requests) == [0, 2] and plan.slots == {0: [0], 2: [0]}
-    assert plan.requests[2].queries[0].ids.tolist() == [9, 9, 7] and plan.requests[2].partition == 2
+    assert plan.requests[2].queries[0].ids.tolist() == [7, 9] and plan.requests[2].partition == 2  # distinct
+    exp = plan.expand[2][0]  # the answer's rows fill every position that asked: 7 at 6, 9 at 0 and 4
+    assert sorted(exp.pos.tolist()) == [0, 4, 6] and exp.rows == 2
+    assert torch.equal(ids_a[exp.pos], torch.tensor([7, 9])[exp.index])
     # Partition 0 answers query b remotely too: one request carries both queries.
     plan0 = plan_lookup(book, 0, queries)
     assert plan0.slots[1] == [0, 1] and [q.group for q in plan0.requests[1].queries] == ["a", "b"]
@@ -311,6 +314,11 @@ def test_folder_that_does_not_match_the_world(folders, tmp_path):
     nf = torch.load(broken / "part_0" / "node_feats.pt", weights_only=True)
     nf["feats"]["y"] = nf["feats"]["y"][:-1]  # one label short
     torch.save(nf, broken / "part_0" / "node_feats.pt")
+    with pytest.raises(PartitionFormatError, match=r"part_0/node_feats\.pt.*holds \d+ bytes but META.json lists"):
+        LocalGraphStore.from_partition(broken, 0)  # the listed size tells first, on every rank
+    meta = json.loads((broken / "META.json").read_text())
+    del meta["pyg_dist"]["files"]  # a folder written before sizes were listed: the row counts tell
+    (broken / "META.json").write_text(json.dumps(meta))
     with pytest.raises(PartitionFormatError, match=r"part_0/node_feats\.pt.*'y'"):
         LocalGraphStore.from_partition(broken, 0)
     (broken / "part_1" / "edge_feats.pt").write_bytes(b"garbage")

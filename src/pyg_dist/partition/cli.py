@@ -240,7 +240,8 @@ def verify_main(argv: List[str]) -> int:
     or what is wrong. Returns 0 when all is well, 1 on any problem, 2 when DIR is no partition folder."""
     from pyg_dist.format import digests as D
     from pyg_dist.format import meta as M
-    p = argparse.ArgumentParser(prog="pyg-dist-partition --verify", description=verify_main.__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="pyg-dist-partition --verify",
+                                description="checks a partition folder: sizes and digests of every file")
     p.add_argument("--verify", metavar="DIR", required=True, help="the partition folder to check")
     args = p.parse_args(argv)
     try:

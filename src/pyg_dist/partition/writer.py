@@ -13,7 +13,7 @@ import os
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Mapping, Optional
 
 import torch
 from torch import Tensor
@@ -184,7 +184,7 @@ def write_parts(root: Path, g: TypedGraph, nodes: Dict[NodeType, NodeOrder],
             raise
 
 
-def write_stamps(root: Path, fingerprint: str, nodes: Dict[NodeType, NodeOrder], edges: Dict[EdgeType, Any],
+def write_stamps(root: Path, fingerprint: str, nodes: Mapping[NodeType, Any], edges: Dict[EdgeType, Any],
                  num_parts: int, hybrid: bool) -> None:
     """``part_<i>/pyg_dist.json``: the folder's fingerprint, the partition index and its item counts (owned
     nodes per type, ``graph.pt`` edges per type), so a part copied from another partitioning is caught."""

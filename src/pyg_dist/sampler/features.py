@@ -36,8 +36,9 @@ def _record(stats: SamplerStats, ids: Dict, plan, out: Dict) -> None:
         stats.feature_rows_remote += remote
         stats.feature_rows_cached += cached
         stats.feature_rows_local += ids[g].numel() - remote - cached
-        stats.bytes_received += remote * sum(v[0].numel() * v.element_size() for v in out[g].values() if v.numel())
-        stats.bytes_sent += 8 * remote
+        asked = plan.asked_rows(i)  # the wire carries each distinct id (and its row) once
+        stats.bytes_received += asked * sum(v[0].numel() * v.element_size() for v in out[g].values() if v.numel())
+        stats.bytes_sent += 8 * asked
 
 
 async def fetch_features_async(feature_store, node: Dict[NodeType, Tensor], edge: Dict[EdgeType, Tensor],

@@ -70,10 +70,12 @@ class BufferPool:
 
     Args:
         limit_bytes: Most bytes the pool keeps; ``0`` disables pooling (every request allocates).
+        min_bytes: Smallest pooled request (default: 32 MiB with allocator tuning, else 1 MiB).
     """
 
-    def __init__(self, limit_bytes: int):
+    def __init__(self, limit_bytes: int, min_bytes: Optional[int] = None):
         self.limit_bytes = int(limit_bytes)
+        self.min_bytes = min_bytes
         self._storages: List[torch.UntypedStorage] = []
         self._lock = threading.Lock()
         self.hits = self.misses = 0
@@ -86,7 +88,8 @@ class BufferPool:
         """An uninitialised CPU tensor, on a recycled storage when one is free and large enough."""
         shape = tuple(int(s) for s in shape)
         nbytes = math.prod(shape) * dtype.itemsize
-        if nbytes < _min_bytes() or _use_count is None or self.limit_bytes <= 0:
+        if nbytes < (_min_bytes() if self.min_bytes is None else self.min_bytes) or _use_count is None \
+                or self.limit_bytes <= 0:
             return torch.empty(shape, dtype=dtype)
         with self._lock:  # the tensor is made under the lock: no other thread can take the same storage
             storage = self._take(nbytes)
@@ -141,17 +144,18 @@ def set_buffer_pool_limit(limit_mb: float) -> None:
         _POOL.clear()
 
 
-def empty_rows(n: int, like: Tensor) -> Tensor:
-    """An uninitialised ``[n, *like.shape[1:]]`` tensor of ``like``'s dtype, from the pool."""
-    return _POOL.empty((n,) + tuple(like.shape[1:]), like.dtype)
+def empty_rows(n: int, like: Tensor, pool: Optional[BufferPool] = None) -> Tensor:
+    """An uninitialised ``[n, *like.shape[1:]]`` tensor of ``like``'s dtype, from ``pool`` (default: this
+    process's)."""
+    return (_POOL if pool is None else pool).empty((n,) + tuple(like.shape[1:]), like.dtype)
 
 
-def gather_rows(col: Tensor, rows: Tensor) -> Tensor:
+def gather_rows(col: Tensor, rows: Tensor, pool: Optional[BufferPool] = None) -> Tensor:
     """``col.index_select(0, rows)``: from 256 KiB up by :func:`pyg_dist.ops.rows.take_rows` (one numba
-    pass), into a pooled output tensor when it is large."""
+    pass), into a tensor from ``pool`` (default: this process's pool, which serves large ones)."""
     if rows.numel() * col.element_size() * math.prod(col.shape[1:]) < _TAKE_BYTES:
         return col.index_select(0, rows)
-    return take_rows(col, rows, empty_rows(rows.numel(), col))
+    return take_rows(col, rows, empty_rows(rows.numel(), col, pool))
 
 
 __all__ = ["BufferPool", "buffer_pool", "set_buffer_pool_limit", "empty_rows", "gather_rows"]

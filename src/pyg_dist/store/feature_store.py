@@ -20,10 +20,12 @@ from pyg_dist.errors import InvalidArgumentError, PyGDistError
 from pyg_dist.format import meta as M
 from pyg_dist.format.book import PartitionBook
 from pyg_dist.format.data import PartitionData
-from pyg_dist.store import lookup
+from pyg_dist.store import lookup, serving
 from pyg_dist.store.buffers import gather_rows
 from pyg_dist.store.cache import FeatureCache
 from pyg_dist.store.folder import PartitionStoreMixin
+from pyg_dist.store.limits import ByteBudget
+from pyg_dist.store.routing import owned_rows
 
 _WHERE = "LocalFeatureStore"
 Group = Union[str, Tuple[str, str, str]]
@@ -88,6 +90,8 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
                 cols[e]["edge_time"] = ef.edge_time
         self._cols = cols
         self._cache: Optional[FeatureCache] = None
+        self._budget = ByteBudget()  # reply bytes this store serves at once (one serving store per process)
+        self._reply_pool = serving.reply_pool()  # ... and their buffers, recycled once sent
         path = M.feature_cache_path(data.meta.root, data.part)
         if data.meta.is_native and path.is_file():  # written by the partitioner: no RPC at start-up
             self._load_folder_cache(path, mmap)
@@ -162,7 +166,7 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
         rows = self._owned_rows(group, ids)
         if rows is None:
             query = lookup.FeatureQuery(group, names, *check_ids(where, ids, self.book.num_items(group), group))
-            rows = lookup.owned_rows(self.book, self.partition, group, query.ids, query.id_range)
+            rows = owned_rows(self.book, self.partition, group, query.ids, query.id_range)
         if rows is not None:  # all local (the common case of small batches): no plan, no future to wait on
             out = {name: gather_rows(self._cols[group][name], rows) for name in names}
             return lookup.LookupFuture.completed(out[names[0]] if single else out)
@@ -290,7 +294,9 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
             rpc.unregister_callee(op)
 
     def _serve_request(self, req: lookup.LookupRequest) -> lookup.LookupReply:
-        return lookup.serve_request(self.book, self.partition, self._serve_column, req)
+        """The lookup callee: answers within this process's serving limits (:mod:`pyg_dist.store.limits`)."""
+        return serving.serve_request(self.book, self.partition, self._serve_column, req, self._budget,
+                                     self._reply_pool)
 
     def _serve_column(self, group, name: str) -> Tensor:
         return self._column("lookup", group, name)

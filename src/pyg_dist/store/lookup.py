@@ -4,8 +4,13 @@ A lookup asks for rows of one or more groups (a node type or an edge type) by GL
 (:func:`plan_lookup`, a pure function of the partition book) splits every query into the positions
 this partition answers and, per remote partition, the positions and ids it must ask for. Execution
 (:func:`start_lookup`) issues every remote call first (one :class:`LookupRequest` per remote
-partition, all queries in it), gathers the local rows meanwhile, and returns a
-:class:`LookupFuture` that scatters the replies into the output in the requested order.
+partition, all queries in it, split in pieces of at most ``$PYG_DIST_REPLY_MAX_MB`` of reply), gathers
+the local rows meanwhile, and returns a :class:`LookupFuture` that scatters the replies into the output
+in the requested order.
+
+A request asks each distinct id once, in increasing order (:func:`~pyg_dist.store.routing.distinct_sorted`):
+the wire and the owner's gather are bounded by the distinct ids; the plan's :class:`Expansion` puts each
+answer row at every position that asked for it. The owner's side is :mod:`pyg_dist.store.serving`.
 
 Example (one partition: everything is local, no RPC needed):
     >>> import torch
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -30,11 +36,13 @@ from pyg_dist._types import EdgeType, NodeType
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
 from pyg_dist.ops.rows import copy_rows
 from pyg_dist.store.buffers import empty_rows, gather_rows
+from pyg_dist.store.limits import reply_max_bytes
 from pyg_dist.store.routing import (
+    Expansion,
     Route,
     check_answers,
+    distinct_sorted,
     group_by_partition,
-    owned_rows,
     route_ids,
     scatter_row_chunks,
 )
@@ -42,10 +50,6 @@ from pyg_dist.store.routing import (
 Group = Union[NodeType, EdgeType]
 #: Name of the callee that serves remote lookups (registered by ``LocalFeatureStore.serve``).
 LOOKUP_OP = "pyg_dist.lookup_features"
-#: Largest tensor of a reply. TensorPipe receives every tensor into a fresh allocation; above ~32 MB
-#: the C allocator maps it anew each time and the receiver pays a page fault per 4 KiB. Measured on
-#: loopback, 51 MB of rows: one tensor 64 ms, four chunks of 12.8 MB 18.5 ms.
-CHUNK_BYTES = 8 << 20
 
 
 # ------------------------------------------------------------------------------------ typed messages
@@ -68,17 +72,24 @@ class FeatureQuery:
 
 @dataclass(frozen=True)
 class LookupRequest:
-    """What one partition asks another: the queries (only ids that partition owns)."""
+    """What one partition asks another: the queries (only ids that partition owns; each id once, in
+    increasing order, when a :class:`LookupPlan` built it), and the seconds the caller waits (``None``:
+    the owner's call timeout), which bound the owner's wait for room to serve it."""
     partition: int
     queries: Tuple[FeatureQuery, ...]
+    timeout: Optional[float] = None
 
 
 @dataclass(frozen=True)
 class LookupReply:
-    """The answer to a :class:`LookupRequest`: per query and attribute, the rows in id order, as a list
-    of consecutive chunks of at most :data:`CHUNK_BYTES` each (see :func:`serve_request`)."""
+    """The answer to a :class:`LookupRequest`: per query and attribute, the rows of its DISTINCT ids in
+    increasing id order, as a list of consecutive chunks of at most ``CHUNK_BYTES`` each (see
+    :func:`pyg_dist.store.serving.serve_request`). ``index[i]`` is ``None`` when query ``i`` named each id
+    once in increasing order; else (the owner de-duplicated it) the answer row of each requested id:
+    ``torch.cat(values[i][name])[index[i]]`` are the rows in the requested order."""
     partition: int
     values: List[Dict[str, List[Tensor]]]
+    index: Optional[List[Optional[Tensor]]] = None
 
 
 # ------------------------------------------------------------------------------------------- the plan
@@ -86,7 +97,8 @@ class LookupReply:
 class LookupPlan:
     """Routing of a whole lookup: per query its route, per remote partition one request.
 
-    ``slots[p]`` lists, aligned with ``requests[p].queries``, the query index each sub-query answers.
+    ``slots[p]`` lists, aligned with ``requests[p].queries``, the query index each sub-query answers;
+    ``expand[p][i]`` how partition ``p``'s answer for query ``i`` (its distinct ids) fills the positions.
     ``cached[i]`` is ``(positions, cache rows)`` of query ``i``'s remote-owned ids the cache answers
     (``None`` without a cache hit); ``routes[i].remote`` then holds only the misses.
     """
@@ -95,10 +107,15 @@ class LookupPlan:
     requests: Dict[int, LookupRequest]
     slots: Dict[int, List[int]]
     cached: List[Optional[Tuple[Tensor, Tensor]]]
+    expand: Dict[int, Dict[int, Expansion]] = dataclasses.field(default_factory=dict)
 
     def remote_rows(self, i: int) -> int:
         """Rows of query ``i`` fetched from other partitions."""
         return self.routes[i].num_remote - self.cached_rows(i)
+
+    def asked_rows(self, i: int) -> int:
+        """Ids of query ``i`` asked from other partitions: its remote rows, each distinct id once."""
+        return sum(e[i].rows for e in self.expand.values() if i in e)
 
     def cached_rows(self, i: int) -> int:
         """Rows of query ``i`` read from the cache."""
@@ -123,9 +140,58 @@ def plan_lookup(book, part: int, queries: Sequence[FeatureQuery], cache=None) ->
         for i, q in enumerate(queries):
             if routes[i].remote and cache.covers(q.group, q.attr_names):
                 routes[i], cached[i] = _split_cached(cache, q, routes[i])
-    shares, slots = group_by_partition(routes, lambda qi, pos: FeatureQuery(
-        queries[qi].group, queries[qi].attr_names, queries[qi].ids.index_select(0, pos)))
-    return LookupPlan(part, routes, {p: LookupRequest(p, tuple(qs)) for p, qs in shares.items()}, slots, cached)
+    shares, slots = group_by_partition(routes, lambda qi, pos: _share(queries[qi], pos))
+    requests = {p: LookupRequest(p, tuple(q for q, _ in qs)) for p, qs in shares.items()}
+    expand = {p: {qi: e for qi, (_, e) in zip(slots[p], qs)} for p, qs in shares.items()}
+    return LookupPlan(part, routes, requests, slots, cached, expand)
+
+
+def _share(q: FeatureQuery, pos: Tensor) -> Tuple[FeatureQuery, Expansion]:
+    """The sub-query of positions ``pos`` of ``q`` (each id once, increasing) and how its answer fills them."""
+    ids, expansion = distinct_sorted(q.ids.index_select(0, pos), pos)
+    return FeatureQuery(q.group, q.attr_names, ids), expansion
+
+
+def split_request(req: LookupRequest, row_bytes: Sequence[int], max_bytes: int, timeout: Optional[float] = None
+                  ) -> List[Tuple[LookupRequest, List[int], List[Tuple[int, int]]]]:
+    """``req`` in pieces whose replies hold at most ``max_bytes`` each (a row larger than that alone).
+
+    Args:
+        req: A plan's request.
+        row_bytes: Reply bytes per id of each query (all its attributes).
+        max_bytes: The reply limit.
+        timeout: Written into every piece.
+
+    Returns:
+        ``(piece, queries, spans)``: the piece, the index in ``req.queries`` of each of its sub-queries,
+        and the ``[start, end)`` of that query's ids it asks.
+    """
+    total = sum(q.ids.numel() * max(b, 1) for q, b in zip(req.queries, row_bytes))
+    if total <= max_bytes:
+        return [(dataclasses.replace(req, timeout=timeout), list(range(len(req.queries))),
+                 [(0, q.ids.numel()) for q in req.queries])]
+    pieces: List[Tuple[LookupRequest, List[int], List[Tuple[int, int]]]] = []
+    subs: List[FeatureQuery] = []
+    where: List[int] = []
+    spans: List[Tuple[int, int]] = []
+    left = max_bytes
+    for k, (q, b) in enumerate(zip(req.queries, row_bytes)):
+        b, start, n = max(b, 1), 0, q.ids.numel()
+        while start < n:
+            fit = left // b if subs else max(1, left // b)
+            if fit <= 0:  # full: the next piece
+                pieces.append((LookupRequest(req.partition, tuple(subs), timeout), where, spans))
+                subs, where, spans, left = [], [], [], max_bytes
+                continue
+            end = min(n, start + fit)
+            subs.append(FeatureQuery(q.group, q.attr_names, q.ids[start:end]))
+            where.append(k)
+            spans.append((start, end))
+            left -= (end - start) * b
+            start = end
+    if subs:
+        pieces.append((LookupRequest(req.partition, tuple(subs), timeout), where, spans))
+    return pieces
 
 
 def _split_cached(cache, q: FeatureQuery, route: Route) -> Tuple[Route, Optional[Tuple[Tensor, Tensor]]]:
@@ -148,42 +214,15 @@ def _split_cached(cache, q: FeatureQuery, route: Route) -> Tuple[Route, Optional
     return route, (torch.cat([h for h, _ in hits]), torch.cat([s for _, s in hits]))
 
 
-# -------------------------------------------------------------------------------------- serving side
-def serve_request(book, part: int, column: Callable[[Group, str], Tensor], req: LookupRequest) -> LookupReply:
-    """Answers a request for rows this partition owns (runs on the callee's process).
-
-    Raises:
-        PyGDistError: the request was routed to the wrong partition, or names ids this partition does
-            not own (the two processes disagree about the folder).
-    """
-    if req.partition != part:
-        raise PyGDistError(f"lookup request for partition {req.partition} reached the store of partition "
-                           f"{part} (is every process serving the partition its context names?)")
-    values = []
-    for q in req.queries:
-        rows = owned_rows(book, part, q.group, q.ids)
-        if rows is None:
-            if q.ids.numel() and not bool((book.owner(q.group, q.ids) == part).all()):
-                raise PyGDistError(f"lookup request names ids of {q.group!r} that partition {part} does "
-                                   "not own (do all processes read the same partition folder?)")
-            rows = book.to_local(q.group, q.ids)
-        values.append({name: _gather_chunks(column(q.group, name), rows) for name in q.attr_names})
-    return LookupReply(part, values)
-
-
-def _gather_chunks(col: Tensor, rows: Tensor) -> List[Tensor]:
-    """``col[rows]`` as consecutive chunks of at most :data:`CHUNK_BYTES` (each on its own storage)."""
-    row_bytes = max(1, col[0].numel() * col.element_size()) if col.size(0) else 1
-    step = max(1, CHUNK_BYTES // row_bytes)
-    return [gather_rows(col, rows[i:i + step]) for i in range(0, max(rows.numel(), 1), step)]
-
-
 # ------------------------------------------------------------------------------------------ execution
 @dataclass
 class _Pending:
+    """One call in flight: it answers queries ``slots`` (query indices) of ``partition``'s request, rows
+    ``spans[j]`` of the distinct ids of ``slots[j]`` (``None``: all of them)."""
     partition: int
     future: Any  # pyg_dist.rpc.RpcFuture
     slots: List[int]
+    spans: Optional[List[Tuple[int, int]]] = None
 
 
 class LookupFuture:
@@ -251,11 +290,16 @@ class LookupFuture:
 
 def _scatter(plan: LookupPlan, out: List[Dict[str, Tensor]], p: _Pending, reply: LookupReply) -> None:
     check_answers(p.partition, "lookup queries", len(reply.values), len(p.slots))
-    for qi, values in zip(p.slots, reply.values):
-        pos = plan.routes[qi].remote[p.partition]
+    if any(i is not None for i in (getattr(reply, "index", None) or ())):
+        raise PyGDistError(f"partition {p.partition} answered distinct ids as if they repeated "
+                           "(do all processes run the same pyg_dist?)")
+    for j, (qi, values) in enumerate(zip(p.slots, reply.values)):
+        expansion = plan.expand[p.partition][qi]
+        start, end = p.spans[j] if p.spans is not None else (0, expansion.rows)
+        pos, index = expansion.span(start, end)
         for name, dst in list(out[qi].items()):
-            chunks = _check_chunks(p.partition, name, values.get(name), dst, pos.numel())
-            out[qi][name] = scatter_row_chunks(dst, pos, chunks)
+            chunks = _check_chunks(p.partition, name, values.get(name), dst, end - start)
+            out[qi][name] = scatter_row_chunks(dst, pos, chunks, index)
 
 
 def _check_chunks(partition: int, name: str, chunks: Any, dst: Tensor, rows: int) -> List[Tensor]:
@@ -296,11 +340,24 @@ def start_lookup(book, part: int, column: Callable[[Group, str], Tensor], querie
     from pyg_dist import rpc  # local import: the store module stays importable without an RPC world
 
     plan = plan_lookup(book, part, queries, cache)
-    pending = [_Pending(p, rpc.call_async(p, LOOKUP_OP, req, timeout=timeout), plan.slots[p])
-               for p, req in plan.requests.items()] if plan.requests else []  # every remote call first ...
+    pending = []
+    for p, req in plan.requests.items():  # every remote call first ...
+        for piece, where, spans in _pieces(req, column, timeout):
+            pending.append(_Pending(p, rpc.call_async(p, LOOKUP_OP, piece, timeout=timeout),
+                                    [plan.slots[p][k] for k in where], spans))
     out = [{name: _gather_here(route, column(q.group, name), hit, cache, q.group, name) for name in q.attr_names}
            for q, route, hit in zip(queries, plan.routes, plan.cached)]  # ... local and cached rows meanwhile
     return LookupFuture(plan, out, pending, finish)
+
+
+def _pieces(req: LookupRequest, column: Callable[[Group, str], Tensor], timeout: Optional[float]):
+    """``req`` split by the reply limit (:func:`split_request`); row sizes from the local columns."""
+    row_bytes = [sum(_row_bytes(column(q.group, name)) for name in q.attr_names) for q in req.queries]
+    return split_request(req, row_bytes, reply_max_bytes(), timeout)
+
+
+def _row_bytes(col: Tensor) -> int:
+    return math.prod(col.shape[1:]) * col.element_size()
 
 
 def _gather_here(route: Route, col: Tensor, hit, cache, group, name: str) -> Tensor:
@@ -319,5 +376,5 @@ def check_timeout(where: str, timeout: Any) -> Optional[float]:
     return float(timeout)
 
 
-__all__ = ["LOOKUP_OP", "FeatureQuery", "LookupRequest", "LookupReply", "LookupPlan", "plan_lookup", "serve_request",
+__all__ = ["LOOKUP_OP", "FeatureQuery", "LookupRequest", "LookupReply", "LookupPlan", "plan_lookup", "split_request",
            "start_lookup", "LookupFuture", "gather_local", "check_timeout"]

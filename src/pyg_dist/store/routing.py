@@ -176,18 +176,71 @@ def segment_pieces(route: Route, local: OneHop, remote: Mapping[int, OneHop]) ->
     return pieces
 
 
-def scatter_row_chunks(out: Tensor, pos: Tensor, chunks: Sequence[Tensor]) -> Tensor:
+def scatter_row_chunks(out: Tensor, pos: Tensor, chunks: Sequence[Tensor], index: Optional[Tensor] = None) -> Tensor:
     """Fixed-width rows back in input order: consecutive ``chunks`` of rows go to positions ``pos`` of
-    ``out``. Returns ``out`` (or the single chunk itself when it covers every position in order)."""
+    ``out``; with ``index`` (nondecreasing, one per position) position ``pos[i]`` takes row ``index[i]`` of
+    the chunks (an answer for distinct ids, see :func:`distinct_sorted`). Returns ``out`` (or the single
+    chunk itself when it covers every position in order)."""
     from pyg_dist.ops.rows import copy_rows
-    if len(chunks) == 1 and pos.numel() == out.size(0):  # the whole answer, in order: no copy
-        return chunks[0]
+    if index is None and len(chunks) == 1 and pos.numel() == out.size(0) and _increasing(pos):
+        return chunks[0]  # the whole answer, in order: no copy
     start = 0
-    for chunk in chunks:
-        copy_rows(out, pos[start:start + chunk.size(0)], chunk)
-        start += chunk.size(0)
+    if index is None:
+        for chunk in chunks:
+            copy_rows(out, pos[start:start + chunk.size(0)], chunk)
+            start += chunk.size(0)
+        return out
+    ends = torch.searchsorted(index, torch.tensor([c.size(0) for c in chunks]).cumsum(0)).tolist()
+    cut = 0  # the positions each chunk fills: index is nondecreasing
+    for chunk, end in zip(chunks, ends):
+        copy_rows(out, pos[cut:end], chunk, index[cut:end] - start)
+        cut, start = end, start + chunk.size(0)
     return out
 
 
+def _increasing(t: Tensor) -> bool:
+    """Whether 1-D ``t`` is strictly increasing (one single-threaded numpy pass)."""
+    arr = t.numpy()
+    return arr.shape[0] < 2 or bool((arr[1:] > arr[:-1]).all())
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """How an answer for distinct ids fills positions: position ``pos[i]`` takes row ``index[i]`` of the
+    answer (``index`` nondecreasing; ``None``: row ``i``). ``rows`` is the number of distinct ids asked."""
+    pos: Tensor
+    index: Optional[Tensor]
+    rows: int
+
+    def span(self, start: int, end: int) -> Tuple[Tensor, Optional[Tensor]]:
+        """``(positions, index - start)`` of the answer's rows ``[start, end)``."""
+        if self.index is None:
+            return self.pos[start:end], None
+        lo, hi = torch.searchsorted(self.index, torch.tensor([start, end])).tolist()
+        return self.pos[lo:hi], self.index[lo:hi] - start
+
+
+def distinct_sorted(ids: Tensor, pos: Tensor) -> Tuple[Tensor, Expansion]:
+    """The distinct values of ``ids`` in increasing order (what a request asks), and how their answer fills
+    the positions ``pos`` of ``ids``. One pass when ``ids`` is strictly increasing already, else one sort.
+
+    Example:
+        >>> ids, exp = distinct_sorted(torch.tensor([7, 3, 7, 7]), torch.tensor([0, 2, 5, 6]))
+        >>> ids.tolist(), exp.pos.tolist(), exp.index.tolist()
+        ([3, 7], [2, 0, 5, 6], [0, 1, 1, 1])
+    """
+    n = ids.numel()
+    if _increasing(ids):
+        return ids, Expansion(pos, None, n)
+    order = torch.from_numpy(ids.numpy().argsort())  # numpy: single-threaded (torch.sort's threads cost more)
+    ids, pos = ids.index_select(0, order), pos.index_select(0, order)
+    new = torch.ones(n, dtype=torch.bool)
+    torch.ne(ids[1:], ids[:-1], out=new[1:])
+    if bool(new.all()):
+        return ids, Expansion(pos, None, n)
+    uniq = ids[new]
+    return uniq, Expansion(pos, new.cumsum(0) - 1, uniq.numel())
+
+
 __all__ = ["Route", "owned_rows", "route_ids", "divert_remote", "group_by_partition", "check_answers", "segment_pieces",
-           "scatter_row_chunks"]
+           "scatter_row_chunks", "Expansion", "distinct_sorted"]

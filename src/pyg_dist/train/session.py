@@ -55,6 +55,8 @@ class TrainConfig:
             ``$PYG_DIST_FAILURE_TIMEOUT`` or 20 s.
         call_timeout: Seconds per remote sampling / feature call (default: ``failure_timeout``).
         mmap: Memory-map the partition (shared page cache between ranks of one machine).
+        verify: Also recompute the content digests META.json lists for this rank's files (seconds per GB;
+            sizes are checked always), so a same-size file from another partitioner run is refused.
         cache_ratio: Fill a remote-feature cache at start-up (:mod:`pyg_dist.store.cache`): copies of the
             remote rows ranked first by ``cache_policy``, within this fraction of the partition's own
             feature bytes. ``None`` (default): the folder's ``feature_cache.pt`` if the partitioner wrote
@@ -83,6 +85,7 @@ class TrainConfig:
     call_timeout: Optional[float] = None
     failure_timeout: Optional[float] = None
     mmap: bool = True
+    verify: bool = False
     cache_ratio: Optional[float] = None
     cache_policy: str = "degree"
     cache_num_neighbors: Optional[Any] = None
@@ -100,7 +103,7 @@ class TrainConfig:
         for name in ("timeout", "call_timeout", "failure_timeout"):
             if name == "timeout" or getattr(self, name) is not None:
                 check_seconds(_WHERE, name, getattr(self, name))
-        for name in ("mmap", "rpc"):
+        for name in ("mmap", "rpc", "verify"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidArgumentError(_WHERE, name, getattr(self, name), "a bool")
         r = self.cache_ratio
@@ -241,7 +244,7 @@ def _open_everywhere(config: TrainConfig, ctx: DistContext):
 
     stores, problem, ident = None, None, None
     try:
-        stores = load_stores(config.partition_dir, ctx=ctx, mmap=config.mmap)
+        stores = load_stores(config.partition_dir, ctx=ctx, mmap=config.mmap, verify=config.verify)
         ident = folder_id(stores[1].partition_meta)
     except PyGDistError as exc:
         problem = exc
@@ -252,7 +255,8 @@ def _open_everywhere(config: TrainConfig, ctx: DistContext):
         if bad and problem is None:
             rank, text = bad[0]
             raise PartitionFormatError(config.partition_dir, f"rank {rank} could not open its partition: {text}")
-        check_same_partitioning(config.partition_dir, [i for _, i in every])
+        if problem is None:  # a rank that failed to open has no id: its own error is raised below
+            check_same_partitioning(config.partition_dir, [i for _, i in every])
     if problem is not None:
         raise problem
     return stores
