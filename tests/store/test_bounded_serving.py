@@ -25,13 +25,12 @@ from pyg_dist.datasets import synthetic_graph
 from pyg_dist.errors import InvalidArgumentError, PyGDistError, RemoteCallError, ServingLimitError
 from pyg_dist.format import load_original_ids
 from pyg_dist.partition import Partitioner
-from pyg_dist.rpc.callees import CallReply
-from pyg_dist.rpc.calls import RpcFuture
 from pyg_dist.store import LOOKUP_OP, LocalFeatureStore
 from pyg_dist.store import lookup as lookup_mod
 from pyg_dist.store.limits import REPLY_MAX_ENV, SERVE_BUDGET_ENV, ByteBudget
 from pyg_dist.store.lookup import FeatureQuery, LookupReply, LookupRequest
 from pyg_dist.testing import original_attrs
+from tests.store.test_store import no_world, simulated_world  # noqa: F401 -- no_world: autouse fixture
 
 pytestmark = pytest.mark.timeout(240)
 REPEATS = 100_000
@@ -56,29 +55,10 @@ def folders(tmp_path_factory):
     return out
 
 
-@pytest.fixture(autouse=True)
-def no_world():
-    yield
-    rpc.shutdown_rpc(graceful=False)
-    rpc.unregister_callee(LOOKUP_OP)
-
-
 def _simulated_world(monkeypatch, stores):
-    """Routes call_async(p, LOOKUP_OP, req) to stores[p]'s callee through the real RpcFuture; returns the
-    requests sent, as (partition, request)."""
-    sent = []
-
-    def fake_call_async(partition, op, payload=None, *, timeout=None):
-        assert op == LOOKUP_OP
-        sent.append((partition, payload))
-        fut = torch.futures.Future()
-        try:
-            fut.set_result(CallReply(value=stores[partition]._serve_request(payload)))
-        except Exception as e:  # noqa: BLE001 -- what rpc.callees.serve does
-            fut.set_result(CallReply(error=f"{type(e).__name__}: {e}"))
-        return RpcFuture(fut, op, partition, partition, f"sim_{partition}", 5.0)
-
-    monkeypatch.setattr(rpc, "call_async", fake_call_async)
+    """:func:`tests.store.test_store.simulated_world`, returning the requests sent as (partition, request)."""
+    sent: list = []
+    simulated_world(monkeypatch, stores, sent)
     return sent
 
 

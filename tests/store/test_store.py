@@ -161,13 +161,16 @@ def test_graph_stores_reassemble_the_graph(folders, kind):
 
 
 # ------------------------------------------------------------------ across partitions, in one process
-def _simulated_world(monkeypatch, stores):
-    """Routes call_async(p, LOOKUP_OP, req) to stores[p]'s callee, through the real RpcFuture."""
+def simulated_world(monkeypatch, stores, sent=None):
+    """Routes call_async(p, LOOKUP_OP, req) to stores[p]'s callee, through the real RpcFuture; returns the
+    partitions called, in order (and appends ``(partition, request)`` to ``sent`` when given)."""
     calls = []
 
     def fake_call_async(partition, op, payload=None, *, timeout=None):
         assert op == LOOKUP_OP
         calls.append(partition)
+        if sent is not None:
+            sent.append((partition, payload))
         fut = torch.futures.Future()
         try:
             fut.set_result(CallReply(value=stores[partition]._serve_request(payload)))
@@ -184,7 +187,7 @@ def test_lookups_across_partitions_equal_originals(folders, kind, monkeypatch):
     data, root = folders[kind]
     orig = load_original_ids(root)
     stores = [LocalFeatureStore.from_partition(root, p) for p in range(read_parts(root))]
-    calls = _simulated_world(monkeypatch, stores)
+    calls = simulated_world(monkeypatch, stores)
     fs, gen = stores[0], torch.Generator().manual_seed(0)
     for group in fs.node_types + fs.edge_types:
         is_node, expected = isinstance(group, str), original_attrs(data, group)
@@ -219,7 +222,7 @@ def test_remote_failures_arrive_typed(folders, monkeypatch):
     _, root = folders["homo"]
     stores = [LocalFeatureStore.from_partition(root, p) for p in range(3)]
     stores[2] = stores[1]  # partition 2's "process" serves the wrong partition
-    _simulated_world(monkeypatch, stores)
+    simulated_world(monkeypatch, stores)
     ids = torch.arange(stores[0].num_items())
     with pytest.raises(RemoteCallError) as info:
         stores[0].lookup_features(ids)
@@ -336,7 +339,7 @@ def test_pyg_written_folder(tmp_path, monkeypatch):
     write_pyg_homo(data, owner, tmp_path / "pyg", 2)
     stores = [LocalFeatureStore.from_partition(tmp_path / "pyg", p) for p in range(2)]
     assert isinstance(stores[0].book, DensePartitionBook)
-    _simulated_world(monkeypatch, stores)
+    simulated_world(monkeypatch, stores)
     ids = torch.randint(0, 300, (100,))
     got = stores[1].lookup_features(ids, attr_names=["x", "y"])
     assert torch.equal(got["x"], data.x[ids]) and torch.equal(got["y"], data.y[ids])
