@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -62,7 +63,10 @@ def test_every_file_is_listed_with_its_size_and_digest(runs):
     assert {f"part_{p}/{c}" for p in range(2) for c in CACHES} <= set(section["files"])
     for rel, entry in section["files"].items():
         raw = (root / rel).read_bytes()
-        assert entry == {"bytes": len(raw), "digest": f"{zlib.crc32(raw):08x}"}, rel
+        span = max(len(raw) - 4096, 0)              # 16 blocks of 4 KiB, evenly spaced, first and last included
+        blocks = b"".join(raw[o:o + 4096] for o in sorted({span * i // 15 for i in range(16)}))
+        assert entry == {"bytes": len(raw), "digest": f"{zlib.crc32(raw):08x}",
+                         "sample": f"{zlib.crc32(blocks):08x}"}, rel
     fp = section["fingerprint"]
     assert fp == _oracle_fingerprint(section["files"])
     for p in range(2):  # the stamps and caches embed the content-derived id
@@ -81,11 +85,19 @@ def test_the_fingerprint_is_the_content(runs, data, tmp_path):
     assert ooc_meta["files"] == mem_meta["files"] and ooc_meta["fingerprint"] == mem_meta["fingerprint"]
 
 
-def test_a_file_of_another_run_with_the_same_size_needs_verify(runs, tmp_path):
+def test_a_file_of_another_run_with_the_same_size_is_refused(runs, tmp_path):
     root = _copy(runs, "r0", tmp_path)
     theirs = runs / "r1" / "part_0" / "node_feats.pt"
     assert theirs.stat().st_size == (root / "part_0" / "node_feats.pt").stat().st_size  # same counts, other rows
     shutil.copy(theirs, root / "part_0" / "node_feats.pt")
+    for part in (0, 1):                                   # the sampled digest tells at every open, on every rank
+        with pytest.raises(PartitionFormatError, match=r"part_0/node_feats.pt.*sampled digest.*another "
+                           r"partitioning run"):
+            load_stores(root, part)
+    meta = json.loads((root / "META.json").read_text())  # without samples (a file differing between samples):
+    for entry in meta["pyg_dist"]["files"].values():      # only the whole-file digest can tell
+        del entry["sample"]
+    (root / "META.json").write_text(json.dumps(meta))
     load_stores(root, 0)                                  # sizes agree: the cheap check cannot tell
     load_stores(root, 1, verify=True)                     # partition 1 does not read part_0's files
     with pytest.raises(PartitionFormatError, match=r"part_0/node_feats.pt.*content differs.*crc32.*another "
@@ -93,6 +105,21 @@ def test_a_file_of_another_run_with_the_same_size_needs_verify(runs, tmp_path):
         load_stores(root, 0, verify=True)
     with pytest.raises(PartitionFormatError, match=r"node_feats.pt.*content differs"):
         LocalGraphStore.from_partition(root, 0, verify=True)
+
+
+def test_the_sampled_digest_reads_blocks_across_the_file(tmp_path):
+    from pyg_dist.format.digests import SAMPLE_BYTES, SAMPLES, sample_digest
+    path = tmp_path / "f.bin"
+    data = bytearray(os.urandom(SAMPLES * SAMPLE_BYTES * 4 + 123))
+    path.write_bytes(data)
+    first = sample_digest(path, len(data))
+    last = len(data) - SAMPLE_BYTES                       # the last block starts here: a change in it is seen
+    data[last + 7] ^= 0xFF
+    path.write_bytes(data)
+    assert sample_digest(path, len(data)) != first
+    small = tmp_path / "s.bin"
+    small.write_bytes(b"abc")                             # smaller than one block: the whole file
+    assert sample_digest(small, 3) == f"{zlib.crc32(b'abc'):08x}"
 
 
 @pytest.mark.parametrize("rel,change", [("part_1/graph.pt", "truncate"), ("edge_map.pt", "extend"),

@@ -147,13 +147,17 @@ def test_cache_of_another_partitioning_is_a_format_error(folder, tmp_path):
     mixed = tmp_path / "mixed"
     shutil.copytree(root, mixed)
     shutil.copy(M.feature_cache_path(other, 1), M.feature_cache_path(mixed, 1))
-    with pytest.raises(PartitionFormatError, match="another partitioning"):
-        load_stores(mixed, 1)
+    with pytest.raises(PartitionFormatError, match=r"part_1/feature_cache.pt.*sampled digest"):
+        load_stores(mixed, 1)                 # META.json's sampled digest tells first, on every rank
+    shutil.copy(M.feature_cache_path(root, 1), M.feature_cache_path(mixed, 1))
     M.feature_cache_path(mixed, 2).write_bytes(b"not a cache")
     with pytest.raises(PartitionFormatError, match=r"part_2/feature_cache.pt': holds 11 bytes but META.json"):
-        load_stores(mixed, 2)                 # META.json lists every file's size: that tells first
+        load_stores(mixed, 2)                 # META.json lists every file's size
     meta = json.loads(M.meta_path(mixed).read_text())
-    del meta["pyg_dist"]["files"]             # a folder written before sizes were listed: the cache's own check
+    del meta["pyg_dist"]["files"]             # a folder written before sizes were listed: the cache's own checks
     M.meta_path(mixed).write_text(json.dumps(meta))
     with pytest.raises(PartitionFormatError, match="unreadable feature cache"):
         load_stores(mixed, 2)
+    shutil.copy(M.feature_cache_path(other, 1), M.feature_cache_path(mixed, 1))
+    with pytest.raises(PartitionFormatError, match="another partitioning"):
+        load_stores(mixed, 1)
