@@ -15,6 +15,7 @@ the rank and this cause in their own typed line (:class:`~pyg_dist.rpc.calls.Rpc
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import ctypes.util
 import os
@@ -37,9 +38,15 @@ def install(name: str) -> bool:
     """Installs the terminate handler for this process (once; returns whether it could)."""
     if os.getpid() in _INSTALLED:
         return True
-    try:  # torch loads libstdc++ privately (RTLD_LOCAL): open that same library by name
-        setter: Any = getattr(ctypes.CDLL(ctypes.util.find_library("stdc++") or "libstdc++.so.6"), _SET_TERMINATE)
-    except (AttributeError, OSError):  # no libstdc++ (another C++ runtime): the abort stays torch's
+    setter: Any = None
+    for lib in ("libstdc++.so.6", ctypes.util.find_library("stdc++")):  # torch loads it privately (RTLD_LOCAL):
+        try:                                                             # open that same library by name
+            setter = getattr(ctypes.CDLL(lib), _SET_TERMINATE) if lib else None
+        except (AttributeError, OSError):  # no libstdc++ (another C++ runtime): the abort stays torch's
+            continue
+        if setter is not None:
+            break
+    if setter is None:
         return False
     line = _line(name)
     previous: Optional[int] = None
@@ -52,6 +59,8 @@ def install(name: str) -> bool:
     setter.restype, setter.argtypes = ctypes.c_void_p, [_HANDLER_TYPE]
     previous = setter(handler)
     _INSTALLED[os.getpid()] = (handler, previous)  # the callback must outlive the process
+    if previous:  # at exit, before the interpreter finalises (a callback then could not take the GIL)
+        atexit.register(setter, _HANDLER_TYPE(previous))
     return True
 
 
