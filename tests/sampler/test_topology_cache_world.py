@@ -4,6 +4,8 @@ kernel: every seed draws from the stream of its global id); fewer seeds go to th
 topology file is a typed error."""
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -96,6 +98,11 @@ def test_topology_cache_files_and_errors(tmp_path):
     entry = next(iter(topo["types"].values()))
     entry["ids"][-1] = 10**9  # an id past the type: refused before it indexes the pointer table
     torch.save(topo, M.topology_cache_path(tmp_path / "t", 0))
+    with pytest.raises(PartitionFormatError, match=r"part_0/topology_cache.pt.*(bytes|digest)"):
+        load_stores(tmp_path / "t", 0)      # META.json's size and sampled digest tell first, on every rank
+    meta = json.loads(M.meta_path(tmp_path / "t").read_text())
+    del meta["pyg_dist"]["files"]           # a folder written before files were listed: the values tell
+    M.meta_path(tmp_path / "t").write_text(json.dumps(meta))
     with pytest.raises(PartitionFormatError, match=r"topology_cache.pt.*ids.*1000000000"):
         load_stores(tmp_path / "t", 0)
     M.topology_cache_path(tmp_path / "t", 1).write_bytes(b"junk")
