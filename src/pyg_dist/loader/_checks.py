@@ -5,7 +5,7 @@ PyG's loader helpers ``assert`` on malformed inputs; these checks raise
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -13,13 +13,25 @@ from torch_geometric.data import Data, HeteroData
 
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE, EdgeType, NodeType
 from pyg_dist.errors import InvalidArgumentError, check_positive_int
+from pyg_dist.sampler.store_pair import check_pair, is_store_pair, pair_coo, pair_view
 
 
 def check_data(where: str, data: Any, has_sampler: bool) -> None:
-    """``data`` must be a ``Data``/``HeteroData`` unless the caller brings its own sampler."""
-    if not has_sampler and not isinstance(data, (Data, HeteroData)):
-        raise InvalidArgumentError(where, "data", type(data).__name__,
-                                   "a torch_geometric Data or HeteroData (or pass neighbor_sampler=)")
+    """``data`` must be a ``Data``/``HeteroData`` or a ``(FeatureStore, GraphStore)`` pair unless the
+    caller brings its own sampler."""
+    if has_sampler or isinstance(data, (Data, HeteroData)) or is_store_pair(data):
+        return
+    check_pair(where, data)
+    raise InvalidArgumentError(where, "data", type(data).__name__, "a torch_geometric Data, HeteroData or "
+                               "(FeatureStore, GraphStore) pair (or pass neighbor_sampler=); Expected a 'Data', "
+                               "'HeteroData', or a tuple of 'FeatureStore' and 'GraphStore'")
+
+
+def is_hetero(where: str, data: Any) -> bool:
+    """Whether ``data`` (a ``Data``, ``HeteroData`` or store pair) is heterogeneous."""
+    if is_store_pair(data):
+        return pair_view(where, data).is_hetero
+    return isinstance(data, HeteroData)
 
 
 def default_filter_per_worker(data: Any, filter_per_worker: Optional[bool]) -> Optional[bool]:
@@ -45,9 +57,16 @@ def check_num_neighbors(where: str, num_neighbors: Any) -> None:
 
 
 def node_counts(data: Any) -> Dict[NodeType, int]:
-    """Number of nodes per (typed) node type of an in-memory graph; ``{}`` for other inputs."""
+    """Number of nodes per (typed) node type of an in-memory graph or store pair; ``{}`` for other inputs."""
+    if is_store_pair(data):
+        return dict(pair_view("loader", data).num_nodes)
     if isinstance(data, HeteroData):
-        return {t: int(data[t].num_nodes) for t in data.node_types}
+        counts = {t: data[t].num_nodes for t in data.node_types}
+        for t, n in counts.items():
+            if n is None:
+                raise InvalidArgumentError("loader", "data", f"node type {t!r} without num_nodes",
+                                           f"data[{t!r}].num_nodes set (or a feature that tells it)")
+        return {t: int(n) for t, n in counts.items()}
     if isinstance(data, Data):
         return {HOMO_NODE: int(data.num_nodes)}
     return {}
@@ -55,11 +74,7 @@ def node_counts(data: Any) -> Dict[NodeType, int]:
 
 def _check_ids(where: str, name: str, ids: Any, num_nodes: Optional[int], what: str) -> int:
     """Validates an index tensor (bool mask or int ids, 1-D); returns the number of selected ids."""
-    if isinstance(ids, (list, tuple)):
-        try:
-            ids = torch.tensor(ids, dtype=torch.long)
-        except (TypeError, ValueError, RuntimeError):
-            raise InvalidArgumentError(where, name, ids, f"a 1-D tensor or list of {what} ids") from None
+    ids = as_index(where, name, ids, what)
     if not isinstance(ids, Tensor) or ids.dim() != 1:
         raise InvalidArgumentError(where, name, ids, f"a 1-D bool mask or int64 tensor of {what} ids")
     if ids.dtype == torch.bool:
@@ -74,6 +89,43 @@ def _check_ids(where: str, name: str, ids: Any, num_nodes: Optional[int], what: 
     return ids.numel()
 
 
+def as_index(where: str, name: str, ids: Any, what: str) -> Any:
+    """An index sequence (``range``, list, tuple, numpy array) as an int64 tensor; tensors unchanged."""
+    if isinstance(ids, Tensor) or ids is None or isinstance(ids, str):
+        return ids
+    if isinstance(ids, (range, list, tuple)) or hasattr(ids, "__array__"):
+        try:
+            out = torch.as_tensor(list(ids) if isinstance(ids, range) else ids)
+        except (TypeError, ValueError, RuntimeError):
+            raise InvalidArgumentError(where, name, ids, f"a 1-D tensor or sequence of {what} ids") from None
+        if out.numel() == 0:
+            return out.long()
+        if out.dtype == torch.bool or (not out.is_floating_point() and not out.is_complex()):
+            return out if out.dtype == torch.bool else out.long()
+        raise InvalidArgumentError(where, name, ids, f"a 1-D tensor or sequence of integer {what} ids")
+    return ids
+
+
+def normalize_input_nodes(where: str, data: Any, input_nodes: Any) -> Any:
+    """``input_nodes`` with index sequences as tensors and, for a store pair, ``None`` / a node type as
+    every node (PyG reads a pair's seeds only as tensors)."""
+    hetero = is_hetero(where, data)
+    if hetero and isinstance(input_nodes, (list, tuple)) and len(input_nodes) == 2 and isinstance(input_nodes[0], str):
+        input_nodes = (input_nodes[0], as_index(where, "input_nodes", input_nodes[1], repr(input_nodes[0])))
+    elif not hetero:
+        input_nodes = as_index(where, "input_nodes", input_nodes, "node")
+    if not is_store_pair(data):
+        return input_nodes
+    counts = node_counts(data)
+    if not hetero and input_nodes is None:
+        return torch.arange(counts[HOMO_NODE])
+    if hetero and isinstance(input_nodes, str) and input_nodes in counts:
+        return input_nodes, torch.arange(counts[input_nodes])
+    if hetero and isinstance(input_nodes, tuple) and input_nodes[1] is None and input_nodes[0] in counts:
+        return input_nodes[0], torch.arange(counts[input_nodes[0]])
+    return input_nodes
+
+
 def check_input_nodes(where: str, data: Any, input_nodes: Any) -> int:
     """Validates ``input_nodes`` the way PyG's ``NeighborLoader`` reads it; returns the seed count.
 
@@ -81,7 +133,7 @@ def check_input_nodes(where: str, data: Any, input_nodes: Any) -> int:
     Heterogeneous: a node type, or ``(node_type, ids_or_mask_or_None)``.
     """
     counts = node_counts(data)
-    if not isinstance(data, HeteroData):
+    if not is_hetero(where, data):
         if input_nodes is None:
             return counts.get(HOMO_NODE, 0)
         return _check_ids(where, "input_nodes", input_nodes, counts.get(HOMO_NODE), "node")
@@ -100,16 +152,18 @@ def check_input_nodes(where: str, data: Any, input_nodes: Any) -> int:
 
 
 def edge_label_input(where: str, data: Any, edge_label_index: Any) -> Tuple[EdgeType, Optional[Tensor]]:
-    """Validates ``edge_label_index``; returns the typed edge type and the ``[2, E]`` tensor.
-
-    The tensor is ``None`` when ``data`` is not in memory and the edges come from its graph store.
-    """
-    if not isinstance(data, HeteroData):
-        edge_type = HOMO_EDGE
-        index = data.edge_index if edge_label_index is None and isinstance(data, Data) else edge_label_index
+    """Validates ``edge_label_index``; returns the typed edge type and the ``[2, E]`` tensor (a store
+    pair's edges are read through its graph store). ``None`` as the tensor: ``data`` is neither in
+    memory nor a store pair (a user's sampler reads it)."""
+    if not is_hetero(where, data):
+        edge_type, index = HOMO_EDGE, edge_label_index
+        if index is None and isinstance(data, Data):
+            index = data.edge_index
+        elif index is None and is_store_pair(data):
+            index = pair_coo(data, HOMO_EDGE, pair_view(where, data))[0]
     else:
         edge_type, index = _hetero_edge_input(where, data, edge_label_index)
-    if index is None and not isinstance(data, (Data, HeteroData)):
+    if index is None and not (isinstance(data, (Data, HeteroData)) or is_store_pair(data)):
         return edge_type, None
     if not isinstance(index, Tensor) or index.dim() != 2 or index.size(0) != 2 or index.is_floating_point():
         raise InvalidArgumentError(where, "edge_label_index", index, "an integer tensor of shape [2, E]")
@@ -122,21 +176,44 @@ def edge_label_input(where: str, data: Any, edge_label_index: Any) -> Tuple[Edge
     return edge_type, index
 
 
-def _hetero_edge_input(where: str, data: HeteroData, value: Any) -> Tuple[EdgeType, Optional[Tensor]]:
+def _canonical(data: Any, edge_type: Any, existing: List[EdgeType]) -> EdgeType:
+    """``(src, dst)`` or ``(src, rel, dst)`` as a stored edge type, or as PyG names a new one."""
+    edge_type = tuple(edge_type)
+    if len(edge_type) == 3:
+        return edge_type
+    found = [et for et in existing if (et[0], et[2]) == edge_type]
+    if len(found) == 1:
+        return found[0]
+    if isinstance(data, HeteroData):
+        try:
+            return tuple(data._to_canonical(*edge_type))
+        except (TypeError, ValueError, AssertionError):
+            return edge_type
+    return (edge_type[0], "to", edge_type[-1])
+
+
+def _hetero_edge_input(where: str, data: Any, value: Any) -> Tuple[EdgeType, Optional[Tensor]]:
     if isinstance(value, (list, tuple)) and len(value) in (2, 3) and all(isinstance(v, str) for v in value):
         value = (tuple(value), None)
-    if not (isinstance(value, (list, tuple)) and len(value) == 2 and isinstance(value[0], (list, tuple))):
+    if not (isinstance(value, (list, tuple)) and len(value) == 2 and isinstance(value[0], (list, tuple))
+            and len(value[0]) in (2, 3) and all(isinstance(v, str) for v in value[0])):
         raise InvalidArgumentError(where, "edge_label_index", value,
-                                   "an edge type or an (edge_type, [2, E] tensor) pair for a HeteroData")
-    try:
-        edge_type = data._to_canonical(*value[0])
-    except (TypeError, ValueError, AssertionError):
-        edge_type = tuple(value[0])
-    if edge_type not in data.edge_types:
+                                   "an edge type or an (edge_type, [2, E] tensor) pair for heterogeneous data")
+    pair = is_store_pair(data)
+    existing = pair_view(where, data).edge_types if pair else list(data.edge_types)
+    edge_type = _canonical(data, value[0], existing)
+    if value[1] is not None:  # label edges of a type the graph need not hold (e.g. a graph without edges)
+        counts = node_counts(data)
+        missing = [t for t in (edge_type[0], edge_type[-1]) if t not in counts]
+        if missing:
+            raise InvalidArgumentError(where, "edge_label_index", value[0], f"node types in {sorted(counts)}")
+        return edge_type, value[1]
+    if edge_type not in existing:
         raise InvalidArgumentError(where, "edge_label_index", value[0],
-                                   f"an edge type in {data.edge_types}")
-    index = value[1] if value[1] is not None else data[edge_type].edge_index
-    return tuple(edge_type), index
+                                   f"an edge type in {existing} (or pass its [2, E] label edges)")
+    if pair:
+        return edge_type, pair_coo(data, edge_type, pair_view(where, data))[0]
+    return edge_type, data[edge_type].edge_index
 
 
 def check_aligned(where: str, name: str, value: Any, length: int) -> None:
@@ -157,12 +234,14 @@ def check_loader_kwargs(where: str, kwargs: Dict[str, Any]) -> None:
 
 
 def check_time_args(where: str, seed_time_name: str, seed_time: Any, time_attr: Any, both: bool) -> None:
-    """``time_attr`` must be a string; seed times need it (and, for links, it needs them)."""
+    """``time_attr`` must be a string; seed times need it (and, for links, it needs them). Messages keep
+    PyG's phrase ("Received conflicting '<seed times>' and 'time_attr' arguments")."""
     if time_attr is not None and not isinstance(time_attr, str):
         raise InvalidArgumentError(where, "time_attr", time_attr, "None or an attribute name")
+    conflict = f"both or neither (Received conflicting '{seed_time_name}' and 'time_attr' arguments)"
     if seed_time is not None and time_attr is None:
         raise InvalidArgumentError(where, seed_time_name, "<tensor>",
-                                   "None unless time_attr is set (temporal sampling)")
+                                   f"None unless time_attr is set (temporal sampling); {conflict}")
     if both and time_attr is not None and seed_time is None:
         raise InvalidArgumentError(where, seed_time_name, None,
-                                   "a tensor of seed edge times when time_attr is set")
+                                   f"a tensor of seed edge times when time_attr is set; {conflict}")

@@ -19,14 +19,15 @@ def _slot(data: Union[Data, HeteroData], key):
     return data if isinstance(data, Data) else data[key]
 
 
-def graph_batch(out: Union[SamplerOutput, HeteroSamplerOutput]) -> Union[Data, HeteroData]:
-    """The subgraph part of a batch: edges, node and edge rows of ``metadata.features``, ids, counts."""
+def graph_batch(out: Union[SamplerOutput, HeteroSamplerOutput], features=None, cls=None) -> Union[Data, HeteroData]:
+    """The subgraph part of a batch: edges, node and edge rows of ``features`` (default:
+    ``metadata.features``), ids, counts; ``cls``: PyG's ``custom_cls`` (default ``Data`` / ``HeteroData``)."""
     hetero = isinstance(out, HeteroSamplerOutput)
-    data = HeteroData() if hetero else Data()
+    data = cls() if cls is not None else (HeteroData() if hetero else Data())
     node = as_typed(out.node, HOMO_NODE, hetero)
     row, col = as_typed(out.row, HOMO_EDGE, hetero), as_typed(out.col, HOMO_EDGE, hetero)
     edge = as_typed(out.edge, HOMO_EDGE, hetero) if out.edge is not None else {}
-    features = getattr(out.metadata, "features", None)
+    features = getattr(out.metadata, "features", None) if features is None else features
     for t, ids in node.items():
         store = _slot(data, t)
         for name, value in (features.node.get(t, {}) if features is not None else {}).items():
@@ -54,21 +55,23 @@ def graph_batch(out: Union[SamplerOutput, HeteroSamplerOutput]) -> Union[Data, H
     return data
 
 
-def node_batch(out, input_type: Optional[str]) -> Union[Data, HeteroData]:
-    """A node-level batch: :func:`graph_batch` plus ``input_id``, ``seed_time``, ``batch_size``."""
-    data = graph_batch(out)
+def node_batch(out, input_type: Optional[str], md=None, **graph) -> Union[Data, HeteroData]:
+    """A node-level batch: :func:`graph_batch` (``graph``: its keyword arguments) plus ``input_id``,
+    ``seed_time``, ``batch_size`` from ``md`` (default: ``out.metadata``)."""
+    data = graph_batch(out, **graph)
     store = _slot(data, input_type or HOMO_NODE)
-    md = out.metadata
+    md = out.metadata if md is None else md
     store.input_id = md.input_id
     store.seed_time = md.seed_time
     store.batch_size = md.input_id.size(0)
     return data
 
 
-def link_batch(out, input_type, triplet: bool) -> Union[Data, HeteroData]:
-    """A link-level batch: :func:`graph_batch` plus PyG's link metadata (binary or triplet)."""
-    data = graph_batch(out)
-    md = out.metadata
+def link_batch(out, input_type, triplet: bool, md=None, **graph) -> Union[Data, HeteroData]:
+    """A link-level batch: :func:`graph_batch` plus PyG's link metadata (binary or triplet) from ``md``
+    (default: ``out.metadata``)."""
+    data = graph_batch(out, **graph)
+    md = out.metadata if md is None else md
     et = tuple(input_type) if input_type is not None else HOMO_EDGE
     _slot(data, et).input_id = md.input_id
     if not triplet:

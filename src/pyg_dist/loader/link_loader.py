@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, List, Optional, Union
 
 import torch
 from torch import Tensor
-from torch_geometric.data import Data, HeteroData
+from torch_geometric.data import Data
 from torch_geometric.loader import LinkLoader
 from torch_geometric.sampler import NegativeSampling
 
@@ -20,7 +20,9 @@ from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.loader import _checks
 from pyg_dist.loader.epoch import KeyedDataLoader, KeyedLinkBatches
 from pyg_dist.loader.node_loader import begin, make_local_sampler
+from pyg_dist.loader.store_batch import PairLinkBatches
 from pyg_dist.sampler.links import FilteredNegativeSampling, edge_keys
+from pyg_dist.sampler.store_pair import is_store_pair, pair_coo, pair_view
 
 _WHERE = "LinkNeighborLoader"
 
@@ -44,11 +46,20 @@ def resolve_neg_sampling(neg_sampling: Any, neg_sampling_ratio: Any) -> Optional
                                    f"a NegativeSampling, 'binary', 'triplet', or its dict ({exc})") from None
 
 
+def _graph_edges(data: Any, edge_type: EdgeType) -> Tensor:
+    """The ``[2, E]`` edges of ``edge_type`` in ``data`` (none when the graph has no such edges)."""
+    none = torch.empty(2, 0, dtype=torch.long)
+    if is_store_pair(data):
+        view = pair_view(_WHERE, data)
+        return pair_coo(data, edge_type, view)[0] if edge_type in view.edge_types else none
+    store = data if isinstance(data, Data) else (data[edge_type] if edge_type in data.edge_types else {})
+    return store["edge_index"] if "edge_index" in store else none
+
+
 def _filtered(neg: NegativeSampling, data: Any, edge_type: EdgeType, index: Tensor,
               counts: Dict[str, int]) -> FilteredNegativeSampling:
     """Wraps ``neg`` so negatives that are graph edges or supervision edges get redrawn."""
-    store = data if isinstance(data, Data) else data[edge_type]
-    graph = store.edge_index
+    graph = _graph_edges(data, edge_type)
     num_dst = counts[edge_type[-1]]
     keys = edge_keys(torch.cat([graph[0], index[0]]), torch.cat([graph[1], index[1]]), num_dst)
     return FilteredNegativeSampling(neg.mode, neg.amount, neg.src_weight, neg.dst_weight,
@@ -67,7 +78,8 @@ def _check_neg(neg: Optional[NegativeSampling], edge_label: Any, edge_type: Edge
     if neg.is_triplet() and edge_label is not None:
         raise InvalidArgumentError(_WHERE, "edge_label", "<tensor>",
                                    "None with triplet negative sampling (use src_index / dst_pos_index / "
-                                   "dst_neg_index of the batch)")
+                                   "dst_neg_index of the batch): 'edge_label' needs to be undefined for "
+                                   "'triplet'-based negative sampling")
     for name, weight, ntype in (("src_weight", neg.src_weight, edge_type[0]),
                                 ("dst_weight", neg.dst_weight, edge_type[-1])):
         num = counts.get(ntype)
@@ -76,19 +88,23 @@ def _check_neg(neg: Optional[NegativeSampling], edge_label: Any, edge_type: Edge
                                        f"{num} weights (one per {ntype!r} node)")
 
 
-class LinkNeighborLoader(KeyedLinkBatches, LinkLoader, KeyedDataLoader):
+class LinkNeighborLoader(PairLinkBatches, KeyedLinkBatches, LinkLoader, KeyedDataLoader):
     """Mini-batches of sampled neighbourhoods around seed edges (PyG's ``LinkNeighborLoader``).
 
     Args:
-        data: A ``Data`` or ``HeteroData`` (or anything ``neighbor_sampler`` understands).
+        data: A ``Data``, a ``HeteroData`` or any PyG ``(FeatureStore, GraphStore)`` pair (as in
+            :class:`~pyg_dist.loader.node_loader.NeighborLoader`), or anything ``neighbor_sampler`` understands.
+            A graph without edges works (zero hops, or hops that find nothing): batches hold the label
+            edges' endpoints.
         num_neighbors: Neighbours per hop (a dict per edge type for heterogeneous graphs).
-        edge_label_index: Seed edges ``[2, E]``; ``None`` takes every edge. For ``HeteroData`` an edge
-            type or ``(edge_type, [2, E] tensor)``.
+        edge_label_index: Seed edges ``[2, E]``; ``None`` takes every edge. For heterogeneous data an
+            edge type or ``(edge_type, [2, E] tensor)`` (with the tensor, the edge type need not be one the
+            graph holds: its node types must exist).
         edge_label: Per-edge labels. With binary negatives, labels starting at ``0`` are shifted by
             ``+1`` so that ``0`` means negative (PyG's rule); generated labels are float ones/zeros.
         edge_label_time: Per-edge seed times (needs ``time_attr``); neighbours are never newer.
         replace: Sample with replacement.
-        subgraph_type: ``"directional"`` or ``"bidirectional"`` (``"induced"`` is not supported).
+        subgraph_type: ``"directional"``, ``"bidirectional"`` or ``"induced"``.
         disjoint: Give every endpoint its own subgraph (forced by temporal sampling).
         temporal_strategy: ``"uniform"`` or ``"last"``.
         neg_sampling: ``NegativeSampling("binary" | "triplet", amount)`` (or its str/dict form).
@@ -140,11 +156,14 @@ class LinkNeighborLoader(KeyedLinkBatches, LinkLoader, KeyedDataLoader):
         counts = _checks.node_counts(data)
         _check_neg(neg, edge_label, edge_type, counts, filter_false_negatives)
         if filter_false_negatives:
-            if not isinstance(data, (Data, HeteroData)) or index is None:  # in memory: index is a tensor
+            if index is None:  # neither in memory nor a store pair: the graph's edges are unknown here
                 raise InvalidArgumentError(_WHERE, "filter_false_negatives", True,
-                                           "False unless data is an in-memory Data/HeteroData")
+                                           "False unless data is a Data, HeteroData or store pair")
             neg = _filtered(neg, data, edge_type, index, counts)
         neighbor_sampler = make_local_sampler(locals())
+        if index is not None:  # resolved (PyG reads a store pair's label edges only when given)
+            hetero = _checks.is_hetero(_WHERE, data)
+            edge_label_index = (edge_type if hetero else None, index) if hetero or is_store_pair(data) else index
         super().__init__(data=data, link_sampler=neighbor_sampler, edge_label_index=edge_label_index,
                          edge_label=edge_label, edge_label_time=edge_label_time, neg_sampling=neg,
                          transform=transform, transform_sampler_output=transform_sampler_output,

@@ -14,6 +14,7 @@ from torch_geometric.loader import NodeLoader
 
 from pyg_dist.loader import _checks
 from pyg_dist.loader.epoch import KeyedDataLoader, KeyedNodeBatches
+from pyg_dist.loader.store_batch import PairNodeBatches
 
 _WHERE = "NeighborLoader"
 
@@ -44,19 +45,22 @@ def make_local_sampler(args: Mapping[str, Any]):
                            share_memory=args["kwargs"].get("num_workers", 0) > 0)
 
 
-class NeighborLoader(KeyedNodeBatches, NodeLoader, KeyedDataLoader):
+class NeighborLoader(PairNodeBatches, KeyedNodeBatches, NodeLoader, KeyedDataLoader):
     """Mini-batches of sampled neighbourhoods around seed nodes (PyG's ``NeighborLoader`` semantics).
 
     Args:
-        data: A ``Data`` or ``HeteroData`` (or anything ``neighbor_sampler`` understands).
+        data: A ``Data``, a ``HeteroData``, or any PyG ``(FeatureStore, GraphStore)`` pair (its
+            topology read once through the graph store and cached per pair; each batch's node and edge
+            rows fetched with ONE ``feature_store.multi_get_tensor`` call: :mod:`pyg_dist.loader.store_batch`),
+            or anything ``neighbor_sampler`` understands.
         num_neighbors: Neighbours per hop, e.g. ``[10, 5]``; ``-1`` takes all. A dict per edge type
             for heterogeneous graphs.
-        input_nodes: Seeds: ``None`` (all nodes), ids, a bool mask; for ``HeteroData`` a node type or
-            ``(node_type, ids_or_mask)``.
+        input_nodes: Seeds: ``None`` (all nodes), ids (a tensor of any integer dtype, a list, a
+            ``range``), a bool mask; for heterogeneous data a node type or ``(node_type, ids_or_mask)``.
         input_time: Per-seed time bounds (needs ``time_attr``).
         replace: Sample with replacement.
-        subgraph_type: ``"directional"`` or ``"bidirectional"`` (``"induced"`` is not supported and
-            raises :class:`~pyg_dist.errors.InvalidArgumentError`).
+        subgraph_type: ``"directional"``, ``"bidirectional"`` or ``"induced"`` (every edge of the graph
+            among the sampled nodes).
         disjoint: Give every seed its own subgraph (``batch`` tells which).
         temporal_strategy: ``"uniform"`` or ``"last"``.
         time_attr: Name of the node (or edge) time attribute; enables temporal sampling.
@@ -94,6 +98,7 @@ class NeighborLoader(KeyedNodeBatches, NodeLoader, KeyedDataLoader):
                  filter_per_worker: Optional[bool] = None, neighbor_sampler: Any = None,
                  directed: bool = True, seed: Optional[int] = None, **kwargs):
         filter_per_worker = begin(self, _WHERE, locals())
+        input_nodes = _checks.normalize_input_nodes(_WHERE, data, input_nodes)
         num_seeds = _checks.check_input_nodes(_WHERE, data, input_nodes)
         _checks.check_time_args(_WHERE, "input_time", input_time, time_attr, both=False)
         _checks.check_aligned(_WHERE, "input_time", input_time, num_seeds)

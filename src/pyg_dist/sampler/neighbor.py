@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, Optional, Union
 
+import torch
 from torch import Tensor
 from torch_geometric.data import Data, HeteroData
 
@@ -14,6 +15,7 @@ from pyg_dist.sampler.base import SamplerBase, check_sampling_args
 from pyg_dist.sampler.graph import SamplingGraph
 from pyg_dist.sampler.hops import run_sync
 from pyg_dist.sampler.output import TypedSample
+from pyg_dist.sampler.store_pair import check_pair, is_store_pair, pair_graph
 
 _WHERE = "NeighborSampler"
 
@@ -36,7 +38,9 @@ def _time_level(nodes, edges, time_attr: Optional[str]) -> Optional[str]:
     if on_nodes == on_edges:
         raise InvalidArgumentError(_WHERE, "time_attr", time_attr,
                                    "an attribute of either the nodes or the edges (found on "
-                                   + ("both" if on_nodes else "neither") + ")")
+                                   + ("both: the time attribute holds both node-level and edge-level information)"
+                                      if on_nodes else "neither: the time attribute is neither a node-level or "
+                                      "edge-level attribute)"))
     return "node" if on_nodes else "edge"
 
 
@@ -48,16 +52,22 @@ def _build_graph(data, time_attr, weight_attr, is_sorted: bool, share_memory: bo
     node_time = {t: normalize_time(s[time_attr]) for t, s in nodes if time_attr in s} if level == "node" else {}
     csc = {}
     for et, s in edges:
-        if "edge_index" not in s:
-            raise InvalidArgumentError(_WHERE, "data", et, "an edge_index for every edge type")
-        csc[et] = CSC.from_edge_index(s.edge_index, num_nodes[et[2]], weight=_weight(s, et, weight_attr),
+        csc[et] = CSC.from_edge_index(_edge_index(s, et), num_nodes[et[2]], weight=_weight(s, et, weight_attr),
                                       edge_time=s[time_attr].view(-1) if level == "edge" and time_attr in s else None,
                                       is_sorted=is_sorted).validate(_WHERE)
-        if level == "node" and node_time.get(et[0]) is None:
-            raise InvalidArgumentError(_WHERE, "time_attr", time_attr, f"a node attribute of type {et[0]!r}")
         if share_memory:
             csc[et].share_memory_()
     return SamplingGraph.in_memory([t for t, _ in nodes], [et for et, _ in edges], num_nodes, csc, node_time), level
+
+
+def _edge_index(store, et) -> Tensor:
+    """``edge_index`` of an edge store; a ``Data`` without one has no edges (PyG samples it: zero hops,
+    or link batches holding the label edges' endpoints)."""
+    if "edge_index" in store:
+        return store.edge_index
+    if et == HOMO_EDGE:
+        return torch.empty(2, 0, dtype=torch.long)
+    raise InvalidArgumentError(_WHERE, "data", et, "an edge_index for every edge type")
 
 
 def _weight(store, et, weight_attr) -> Optional[Tensor]:
@@ -81,7 +91,10 @@ class NeighborSampler(SamplerBase):
     sampling, like PyG).
 
     Args:
-        data: A ``Data`` or ``HeteroData``.
+        data: A ``Data``, a ``HeteroData``, or any PyG ``(FeatureStore, GraphStore)`` pair (read through
+            PyG's store API once and cached per pair: :mod:`pyg_dist.sampler.store_pair`; node time, edge
+            time and edge weights come from the feature store's node / edge groups). A node type without
+            ``time_attr`` is not time-filtered (PyG's rule).
         num_neighbors: Fanout per hop (``-1`` = all), or a dict per edge type, or ``NumNeighbors``.
         subgraph_type: ``'directional'``, ``'bidirectional'`` or ``'disjoint'`` (= ``disjoint=True``).
         replace: Sample with replacement.
@@ -107,13 +120,18 @@ class NeighborSampler(SamplerBase):
 
     _where = _WHERE
 
-    def __init__(self, data: Union[Data, HeteroData], num_neighbors, subgraph_type: str = "directional",
+    def __init__(self, data: Union[Data, HeteroData, tuple], num_neighbors, subgraph_type: str = "directional",
                  replace: bool = False, disjoint: bool = False, temporal_strategy: str = "uniform",
                  time_attr: Optional[str] = None, weight_attr: Optional[str] = None, is_sorted: bool = False,
                  share_memory: bool = False, directed: bool = True, backend: str = "auto"):
         subgraph_type = check_sampling_args(_WHERE, num_neighbors, subgraph_type, temporal_strategy, directed)
-        self.is_hetero = isinstance(data, HeteroData)
-        self._graph, time_level = _build_graph(data, time_attr, weight_attr, is_sorted, share_memory)
+        if is_store_pair(data):
+            self._graph, time_level, view = pair_graph(_WHERE, data, time_attr, weight_attr, is_sorted, share_memory)
+            self.is_hetero = view.is_hetero
+        else:
+            check_pair(_WHERE, data)
+            self.is_hetero = isinstance(data, HeteroData)
+            self._graph, time_level = _build_graph(data, time_attr, weight_attr, is_sorted, share_memory)
         self.node_types, self.edge_types = self._graph.node_types, self._graph.edge_types
         self.num_nodes: Dict[NodeType, int] = self._graph.num_nodes
         device = next(iter(self._graph.csc.values())).colptr.device if self._graph.csc else None

@@ -1,0 +1,102 @@
+"""Batches of a PyG ``(FeatureStore, GraphStore)`` pair: one ``multi_get_tensor`` call per batch.
+
+The one-machine loaders sample a store pair through :mod:`pyg_dist.sampler.store_pair` (topology read
+once, through the ``GraphStore`` API). Their batch filter asks the feature store ONCE per batch, with one
+``TensorAttr`` per (type, attribute): every node attribute of every sampled node type (``x``, ``y``,
+``time``, masks...) indexed by ``n_id``, and every edge attribute (a tuple group: an edge type, or
+``(None, None)``) indexed by ``e_id``, so a remote or database store answers a batch in one round. The
+batch then has the fields of the equivalent ``Data`` / ``HeteroData`` batch (PyG's ``filter_fn``):
+``n_id``, ``e_id``, ``batch``, ``num_sampled_nodes`` / ``num_sampled_edges`` and the node or link
+metadata.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, Dict, List, Tuple
+
+from torch import Tensor
+
+from pyg_dist._types import HOMO_EDGE, HOMO_NODE, as_typed
+from pyg_dist.loader import batch as B
+from pyg_dist.sampler.messages import FeatureBatch
+from pyg_dist.sampler.store_pair import PairView, is_store_pair, pair_view
+
+
+def _requests(view: PairView, node: Dict, edge: Dict) -> Tuple[List[Any], List[Tuple[bool, Any, str]]]:
+    attrs, slots = [], []
+    for groups, ids, is_node in ((view.node_attrs, node, True), (view.edge_feats, edge, False)):
+        for key, index in ids.items():
+            if index is None:
+                continue
+            for a in groups.get(key, []):
+                attrs.append(type(a)(a.group_name, a.attr_name, index))
+                slots.append((is_node, key, a.attr_name))
+    return attrs, slots
+
+
+def fetch_pair_features(feature_store, view: PairView, node: Dict[Any, Tensor],
+                        edge: Dict[Any, Tensor]) -> FeatureBatch:
+    """Rows of the batch's nodes and edges (typed keys) with ONE ``feature_store.multi_get_tensor`` call."""
+    attrs, slots = _requests(view, node, edge)
+    out = FeatureBatch()
+    if not attrs:
+        return out
+    for (is_node, key, name), value in zip(slots, feature_store.multi_get_tensor(attrs)):
+        (out.node if is_node else out.edge).setdefault(key, {})[name] = value
+    return out
+
+
+def _features(loader, out) -> FeatureBatch:
+    view = pair_view(type(loader).__name__, loader.data)
+    hetero = view.is_hetero
+    node = as_typed(out.node, HOMO_NODE, hetero)
+    edge = as_typed(out.edge, HOMO_EDGE, hetero) if out.edge is not None else {}
+    return fetch_pair_features(loader.data[0], view, node, edge)
+
+
+def _finish(loader, data):
+    return data if loader.transform is None else loader.transform(data)
+
+
+def uses_pair_filter(loader, sampler) -> bool:
+    """Whether ``loader`` builds its batches here: a store pair sampled by a pyg_dist sampler."""
+    from pyg_dist.sampler.base import SamplerBase
+    return is_store_pair(loader.data) and isinstance(sampler, SamplerBase)
+
+
+class PairNodeBatches:
+    """``filter_fn`` of the one-machine node loader over a store pair (else PyG's)."""
+
+    def filter_fn(self, out):
+        """Joins the sampled nodes with their rows (one ``multi_get_tensor``), then PyG's batch fields."""
+        if not uses_pair_filter(self, self.node_sampler):
+            return super().filter_fn(out)
+        if self.transform_sampler_output:
+            out = self.transform_sampler_output(out)
+        md = SimpleNamespace(input_id=out.metadata[0], seed_time=out.metadata[1])
+        data = B.node_batch(out, self.input_data.input_type, md=md, features=_features(self, out),
+                            cls=self.custom_cls)
+        return _finish(self, data)
+
+
+class PairLinkBatches:
+    """``filter_fn`` of the one-machine link loader over a store pair (else PyG's)."""
+
+    def filter_fn(self, out):
+        """Joins the sampled nodes with their rows (one ``multi_get_tensor``), then PyG's link fields."""
+        if not uses_pair_filter(self, self.link_sampler):
+            return super().filter_fn(out)
+        if self.transform_sampler_output:
+            out = self.transform_sampler_output(out)
+        triplet = self.neg_sampling is not None and self.neg_sampling.is_triplet()
+        m = out.metadata
+        if triplet:
+            md = SimpleNamespace(input_id=m[0], src_index=m[1], dst_pos_index=m[2], dst_neg_index=m[3], seed_time=m[4])
+        else:
+            md = SimpleNamespace(input_id=m[0], edge_label_index=m[1], edge_label=m[2], edge_label_time=m[3])
+        data = B.link_batch(out, self.input_data.input_type, triplet, md=md, features=_features(self, out),
+                            cls=self.custom_cls)
+        return _finish(self, data)
+
+
+__all__ = ["fetch_pair_features", "PairNodeBatches", "PairLinkBatches", "uses_pair_filter"]
