@@ -197,7 +197,7 @@ def test_serve_partition_serves_both_ops(one_part):
 @pytest.mark.parametrize("kwargs, name", [
     (dict(time_attr="stamp"), "time_attr"), (dict(time_attr="edge_time"), "time_attr"),
     (dict(weight_attr="w"), "weight_attr"), (dict(concurrency=0), "concurrency"),
-    (dict(directed=False), "directed"), (dict(subgraph_type="induced"), "subgraph_type"),
+    (dict(subgraph_type="induced", disjoint=True), "subgraph_type"),
     (dict(temporal_strategy="first"), "temporal_strategy"), (dict(backend="gpu"), "backend"),
     (dict(timeout=0), "timeout"), (dict(stats={}), "stats"), (dict(node_attrs=["x", "colour"]), "node_attrs"),
     (dict(edge_attrs="edge_attr"), "edge_attrs"),

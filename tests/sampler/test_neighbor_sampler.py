@@ -174,15 +174,17 @@ def test_per_edge_type_fanouts_and_bidirectional(hetero):
 
 def test_invalid_arguments(homo, hetero):
     with pytest.raises(InvalidArgumentError, match="subgraph_type"):
-        NeighborSampler(homo, [2], subgraph_type="induced")
+        NeighborSampler(homo, [2], subgraph_type="induced", disjoint=True)
+    with pytest.raises(InvalidArgumentError, match="sample_direction"):
+        NeighborSampler(homo, [2], sample_direction="backward")
     with pytest.raises(InvalidArgumentError, match="num_neighbors"):
         NeighborSampler(homo, [2, -5])
     with pytest.raises(InvalidArgumentError, match="num_neighbors"):
         NeighborSampler(hetero, {("paper", "cites", "nobody"): [2]})
     with pytest.raises(InvalidArgumentError, match="time_attr"):
         NeighborSampler(homo, [2], time_attr="missing")
-    with pytest.raises(InvalidArgumentError, match="directed"):
-        NeighborSampler(homo, [2], directed=False)
+    with pytest.raises(InvalidArgumentError, match="subgraph_type"):
+        NeighborSampler(homo, [2], directed=False, disjoint=True)  # directed=False means induced
     with pytest.raises(InvalidArgumentError, match="backend"):
         NeighborSampler(homo, [2], backend="dgl")
     sampler = NeighborSampler(homo, [2])

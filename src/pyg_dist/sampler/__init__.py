@@ -5,6 +5,8 @@
 - ``plan.py``: routing of one hop by owner; ``seeds.py``: node seeds, link seeds, negatives.
 - ``features.py``: the batch's feature round; ``messages.py``: typed RPC messages and metadata.
 - ``stats.py``: opt-in counters; ``output.py``: the typed sample and its conversion to PyG's outputs.
+- ``induced.py``: ``subgraph_type='induced'`` (one more full-fanout round over the sampled nodes).
+- ``store_pair.py``: any PyG ``(FeatureStore, GraphStore)`` pair as a graph to sample.
 """
 from __future__ import annotations
 

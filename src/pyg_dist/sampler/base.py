@@ -12,7 +12,8 @@ from ``(seed, epoch, batch index, rank)`` so a batch is reproducible whatever ru
 from __future__ import annotations
 
 import contextlib
-from typing import Dict, List, Optional
+import warnings
+from typing import Any, Dict, List, Optional
 
 from torch import Tensor
 from torch_geometric.sampler import BaseSampler, EdgeSamplerInput, NegativeSampling, NodeSamplerInput
@@ -24,20 +25,29 @@ from pyg_dist.ops import TEMPORAL_STRATEGIES
 from pyg_dist.ops.keys import key_generator, mix, random_key
 from pyg_dist.sampler import links, seeds
 from pyg_dist.sampler.hops import HopOptions, sample_hops
+from pyg_dist.sampler.induced import induce
 from pyg_dist.sampler.output import TypedSample, to_sampler_output
 
 #: Word mixed into a batch key for its negative samples (the hops use the key itself).
 _NEGATIVES = -1
-SUBGRAPH_TYPES = ("directional", "bidirectional", "disjoint")
+#: PyG's ``SubgraphType`` values, and ``'disjoint'`` (= ``disjoint=True``).
+SUBGRAPH_TYPES = ("directional", "bidirectional", "induced", "disjoint")
+#: PyG's message when disjoint (or temporal, hence disjoint) sampling meets induced subgraphs.
+INDUCED_DISJOINT = "'disjoint' sampling not supported for neighbor sampling with `subgraph_type='induced'`"
 
 
 def check_sampling_args(where: str, num_neighbors, subgraph_type, temporal_strategy: str, directed) -> str:
-    """The arguments both samplers share; returns ``subgraph_type`` as a string."""
+    """The arguments both samplers share; returns ``subgraph_type`` as a string (PyG's deprecated
+    ``directed=False`` means ``'induced'``, with PyG's warning)."""
+    if not directed:
+        warnings.warn(f"The usage of the 'directed' argument in '{where}' is deprecated. Use "
+                      "`subgraph_type='induced'` instead.", stacklevel=3)
+        subgraph_type = "induced"
     subgraph_type = str(getattr(subgraph_type, "value", subgraph_type))
-    check_choice(where, "subgraph_type", subgraph_type, SUBGRAPH_TYPES)
+    if subgraph_type not in SUBGRAPH_TYPES:  # PyG: SubgraphType(value) raises ValueError
+        raise InvalidArgumentError(where, "subgraph_type", subgraph_type,
+                                   f"one of {list(SUBGRAPH_TYPES)} ({subgraph_type!r} is not a valid SubgraphType)")
     check_choice(where, "temporal_strategy", temporal_strategy, TEMPORAL_STRATEGIES)
-    if directed is not True:
-        raise InvalidArgumentError(where, "directed", directed, "True (induced subgraphs are not supported)")
     if not isinstance(num_neighbors, (NumNeighbors, list, tuple, dict)):
         raise InvalidArgumentError(where, "num_neighbors", num_neighbors,
                                    "a list of ints per hop (or a dict of such lists per edge type)")
@@ -45,7 +55,8 @@ def check_sampling_args(where: str, num_neighbors, subgraph_type, temporal_strat
 
 
 def fanouts(where: str, num_neighbors: NumNeighbors, edge_types: List[EdgeType]) -> Dict[EdgeType, List[int]]:
-    """Per edge type its fanout per hop, from PyG's ``NumNeighbors`` (a list, or a dict per edge type)."""
+    """Per edge type its fanout per hop, from PyG's ``NumNeighbors`` (a list, or a dict per edge type).
+    Errors are :class:`InvalidArgumentError` (a ``ValueError``, as PyG's) carrying PyG's phrases."""
     values = num_neighbors.values
     if isinstance(values, (list, tuple)):
         out = {et: list(values) for et in edge_types}
@@ -53,15 +64,20 @@ def fanouts(where: str, num_neighbors: NumNeighbors, edge_types: List[EdgeType])
         given = {k.to_tuple(): list(v) for k, v in values.items()}
         unknown = set(given) - set(edge_types)
         if unknown:
-            raise InvalidArgumentError(where, "num_neighbors", sorted(unknown), "edge types of the graph")
+            raise InvalidArgumentError(where, "num_neighbors", sorted(unknown), "edge types of the graph (Not all "
+                                       "edge types specified in 'num_neighbors' exist in the graph)")
         if num_neighbors.default is None and len(given) < len(edge_types):
             missing = [et for et in edge_types if et not in given]
-            raise InvalidArgumentError(where, "num_neighbors", values, f"an entry for {missing}")
+            raise InvalidArgumentError(where, "num_neighbors", values, f"an entry for {missing} (Missing number "
+                                       f"of neighbors for edge type '{missing[0]}')")
         out = {et: given.get(et, num_neighbors.default) for et in edge_types}
     hops = {len(v) for v in out.values()}
+    if len(hops) > 1:
+        raise InvalidArgumentError(where, "num_neighbors", values, f"lists of one length (Number of hops must be "
+                                   f"the same across all edge types; got {len(hops)} different number of hops)")
     bad = [v for f in out.values() for v in f if not isinstance(v, int) or isinstance(v, bool) or v < -1]
-    if len(hops) > 1 or bad:
-        raise InvalidArgumentError(where, "num_neighbors", values, "ints >= -1, the same number of hops per edge type")
+    if bad:
+        raise InvalidArgumentError(where, "num_neighbors", values, "ints >= -1 (-1 = all neighbours)")
     return out
 
 
@@ -78,6 +94,8 @@ class SamplerBase(BaseSampler):
     subgraph_type: str
     _options: HopOptions
     _where: str = "sampler"
+    #: Counters of the distributed sampler (a :class:`~pyg_dist.sampler.stats.SamplerStats`), or ``None``.
+    stats: Any = None
 
     def _set_sampling(self, num_neighbors, subgraph_type: str, replace: bool, disjoint: bool, temporal_strategy: str,
                       time_level: Optional[str], weighted: bool, backend: str, timeout: float = 60.0) -> None:
@@ -86,6 +104,9 @@ class SamplerBase(BaseSampler):
         self.subgraph_type, self.replace, self.temporal_strategy = subgraph_type, bool(replace), temporal_strategy
         self.time_level = time_level
         self.disjoint = bool(disjoint) or subgraph_type == "disjoint" or time_level is not None
+        if subgraph_type == "induced" and self.disjoint:  # PyG refuses it too (temporal implies disjoint)
+            raise InvalidArgumentError(self._where, "subgraph_type", subgraph_type, "'directional' or "
+                                       f"'bidirectional' with disjoint or temporal sampling ({INDUCED_DISJOINT})")
         self._options = HopOptions(fanouts(self._where, self.num_neighbors, self.edge_types),
                                    self.num_neighbors.num_hops, self.replace, self.disjoint, temporal_strategy,
                                    time_level, weighted, backend, timeout, pools={t: [] for t in self.num_nodes})
@@ -152,7 +173,10 @@ class SamplerBase(BaseSampler):
         if self.disjoint:
             return await self._hops(seed, seed_time, key)
         distinct, repeats = seeds.dedupe(seed)
-        return seeds.expand(await self._hops(distinct, seed_time, key), repeats)
+        sample = seeds.expand(await self._hops(distinct, seed_time, key), repeats)
+        if self.subgraph_type == "induced":  # the same nodes, every edge among them (:mod:`.induced`)
+            sample = await induce(self._graph, self._options, sample, self.stats)
+        return sample
 
     async def sample_from_nodes_async(self, inputs: NodeSamplerInput, key: Optional[int] = None):
         """Coroutine of :meth:`sample_from_nodes`."""
@@ -180,4 +204,4 @@ class SamplerBase(BaseSampler):
         return out.to_bidirectional() if self.subgraph_type == "bidirectional" else out
 
 
-__all__ = ["SamplerBase", "check_sampling_args", "fanouts", "SUBGRAPH_TYPES"]
+__all__ = ["SamplerBase", "check_sampling_args", "fanouts", "SUBGRAPH_TYPES", "INDUCED_DISJOINT"]

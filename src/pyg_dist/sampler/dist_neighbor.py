@@ -103,13 +103,15 @@ class DistNeighborSampler(SamplerBase):
         graph_store / feature_store: This process's stores (``pyg_dist.store.load_stores``).
         num_neighbors: Fanout per hop (``-1`` = all), a dict per edge type, or ``NumNeighbors``.
         replace: Sample with replacement.
-        subgraph_type: ``'directional'``, ``'bidirectional'`` or ``'disjoint'``.
+        subgraph_type: ``'directional'``, ``'bidirectional'``, ``'induced'`` (the same nodes, every edge of
+            the graph among them: :mod:`pyg_dist.sampler.induced`; not with disjoint or temporal sampling)
+            or ``'disjoint'``.
         disjoint: Each seed gets its own subgraph (forced by temporal sampling).
         temporal_strategy: ``'uniform'`` or ``'last'``.
         time_attr: ``'time'`` (node time) or ``'edge_time'`` (edge time); no neighbour is newer than
             its seed.
         weight_attr: ``'edge_weight'`` to sample proportionally to the folder's edge weights.
-        directed: Must be ``True``.
+        directed: PyG's deprecated flag: ``False`` means ``subgraph_type='induced'``.
         backend: Kernel backend, ``'auto'``, ``'numba'`` or ``'torch'``.
         concurrency: Batches in flight at once through the ``*_async`` methods.
         fetch_features: Fetch node / edge rows into ``metadata.features``.
@@ -208,8 +210,9 @@ class DistNeighborSampler(SamplerBase):
 
     @property
     def batch_timeout(self) -> float:
-        """Bound of one synchronous batch: a call timeout per hop, plus the feature round and slack."""
-        return self.timeout * (self._options.num_hops + 2)
+        """Bound of one synchronous batch: a call timeout per hop (one more for induced subgraphs), plus the
+        feature round and slack."""
+        return self.timeout * (self._options.num_hops + 2 + (self.subgraph_type == "induced"))
 
     def _run(self, coro):
         from pyg_dist.rpc import run_coroutine

@@ -115,25 +115,47 @@ def _fused(graph: SamplingGraph, opts: HopOptions, task: HopTask, rows: Tensor, 
 async def _run_hop(graph: SamplingGraph, opts: HopOptions, tasks: List[HopTask], starts: List[int], b: _Batch,
                    stats) -> List[int]:
     """One hop of every task; returns the number of edges each added to the batch."""
-    plan = plan_hop(tasks, graph, opts.request_template())
+    template = opts.request_template()
+    plan = plan_hop(tasks, graph, template)
     if plan.all_local:
         counts = [_fused(graph, opts, t, rows, lo, b) for t, rows, lo in zip(tasks, plan.rows, starts)]
         if stats is not None:
             stats.record_hop(plan, 0, 0)
         return counts
-    from pyg_dist import rpc
-    futures = {p: rpc.call_async(p, ONE_HOP_OP, req, timeout=opts.timeout) for p, req in plan.requests.items()}
-    template = opts.request_template()
+    pieces = await _gather(graph, opts, tasks, plan, template, stats)
+    return [_append(b, t, parts, lo) for t, parts, lo in zip(tasks, pieces, starts)]
+
+
+async def _gather(graph: SamplingGraph, opts: HopOptions, tasks: Sequence[HopTask], plan: HopPlan,
+                  template: OneHopRequest, stats) -> List[List[Tuple[Tensor, OneHop]]]:
+    """Executes a planned hop unfused: one request per remote partition first, the local and cached
+    shares here meanwhile; per task, its answers paired with the seed positions they answer."""
+    futures = {}
+    if plan.requests:  # a one-machine sampler never gets here with requests (nor imports the RPC layer)
+        from pyg_dist import rpc
+        futures = {p: rpc.call_async(p, ONE_HOP_OP, req, timeout=opts.timeout) for p, req in plan.requests.items()}
     local = [sample_task(graph, t, template, rows, _pick(t.seed_time, r.local_pos), _pick(t.batch, r.local_pos),
                          opts.backend) for t, r, rows in zip(tasks, plan.routes, plan.rows)]
     cached = [None if pos is None else _sample_cached(graph, t, template, pos, opts.backend)
               for t, pos in zip(tasks, plan.cached)]
-    replies = dict(zip(futures, await asyncio.gather(*futures.values())))
-    pieces = _pieces(plan, local, replies, cached, graph.num_nodes)
+    replies = dict(zip(futures, await asyncio.gather(*futures.values()))) if futures else {}
     if stats is not None:
         stats.record_hop(plan, sum(tensor_bytes(r) for r in plan.requests.values()),
                          sum(tensor_bytes(r) for r in replies.values()))
-    return [_append(b, t, parts, lo) for t, parts, lo in zip(tasks, pieces, starts)]
+    return _pieces(plan, local, replies, cached, graph.num_nodes)
+
+
+async def gather_hop(graph: SamplingGraph, opts: HopOptions, tasks: Sequence[HopTask], template: OneHopRequest,
+                     stats=None) -> List[List[Tuple[Tensor, OneHop]]]:
+    """One hop that adds nothing to a batch: routed like every hop (:func:`~.plan.plan_hop`, remote
+    destinations sampled by their owners) with the options of ``template``; returns per task its
+    :class:`~pyg_dist.ops.OneHop` answers paired with the seed positions each answers.
+
+    Example:
+        >>> pieces = run_sync(gather_hop(graph, opts, [HopTask(et, ids, -1)], template))  # doctest: +SKIP
+        >>> pos, hop = pieces[0][0]                  # hop.nbr: in-neighbours of ids[pos], grouped by seed
+    """
+    return await _gather(graph, opts, tasks, plan_hop(tasks, graph, template), template, stats)
 
 
 def _append(b: _Batch, task: HopTask, pieces: List[Tuple[Tensor, OneHop]], lo: int) -> int:
@@ -279,4 +301,4 @@ def run_sync(coro):
     raise PyGDistError("a local sampling step awaited a remote call (use the distributed sampler)")
 
 
-__all__ = ["HopOptions", "sample_hops", "sample_task", "serve_one_hop", "run_sync"]
+__all__ = ["HopOptions", "sample_hops", "gather_hop", "sample_task", "serve_one_hop", "run_sync"]

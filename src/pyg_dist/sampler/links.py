@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Callable, Dict, NamedTuple, Optional, Tuple, Union
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -258,8 +258,20 @@ class SeedLayout:
     seed_time: Optional[Dict[NodeType, Tensor]]
     src_index: Tensor
     dst_index: Tensor
-    #: Per node type, the link example (position in ``LinkSeeds.src``/``dst``) of each seed position.
-    example: Dict[NodeType, Tensor]
+    #: The link example (position in ``LinkSeeds.src``/``dst``) of each disjoint subgraph. A subgraph is a
+    #: seed position, shared by the seeds of every type at that position (and by every node reached from
+    #: them, whatever its type): both endpoints of example ``j`` sit at position ``j`` when their types
+    #: differ; with one type, sources come first, then destinations.
+    example: Tensor
+
+
+def _subgraph_example(per_type: List[Tensor]) -> Tensor:
+    """Subgraph id (a seed position, shared by all types) -> link example. The types agree where their
+    positions overlap (each lists examples ``0, 1, ...`` at positions ``0, 1, ...``, or holds every seed)."""
+    out = torch.zeros(max((x.numel() for x in per_type), default=0), dtype=torch.int64)
+    for x in per_type:
+        out[:x.numel()] = x
+    return out
 
 
 def seed_layout(seeds: LinkSeeds, edge_type: EdgeType, disjoint: bool) -> SeedLayout:
@@ -282,7 +294,7 @@ def seed_layout(seeds: LinkSeeds, edge_type: EdgeType, disjoint: bool) -> SeedLa
         offsets.append(sum(x.numel() for x in ids.get(ntype, [])))
         ids.setdefault(ntype, []).append(nodes)
         times.setdefault(ntype, []).append(t)
-    example = {k: torch.cat([torch.arange(x.numel()) for x in v]) for k, v in ids.items()}
+    example = _subgraph_example([torch.cat([torch.arange(x.numel()) for x in v]) for v in ids.values()])
     seed = {k: torch.cat(v) for k, v in ids.items()}
     seed_time = None
     if seeds.src_time is not None:
@@ -331,7 +343,8 @@ def check_edge_inputs(inputs: EdgeSamplerInput, neg: Optional[NegativeSampling],
                                 ("dst_weight", getattr(neg, "dst_weight", None), edge_type[-1])):
         if weight is not None and weight.numel() != num_nodes[ntype]:
             raise InvalidArgumentError(_WHERE, f"neg_sampling.{name}", tuple(weight.shape),
-                                       f"{num_nodes[ntype]} weights (one per {ntype!r} node)")
+                                       f"{num_nodes[ntype]} weights, one per {ntype!r} node (The 'weight' attribute "
+                                       f"in 'NegativeSampling' needs to match the number of nodes)")
     return edge_type
 
 
@@ -357,12 +370,14 @@ def finish_link(sample: TypedSample, link: LinkBatch, input_id: Optional[Tensor]
                 disjoint: bool) -> Tuple[TypedSample, Union[LinkMetadata, TripletMetadata]]:
     """The second half (pure): with ``disjoint``, ``batch`` then names the positive edge each subgraph
     belongs to: example ``j`` (positive or negative) maps to ``j % num_pos``, whose ``edge_label_time``
-    it carries. This equals PyG's ``batch % num_pos`` except for binary negatives with
+    it carries, whatever the node type (a node reached from subgraph ``s`` carries ``s``'s example).
+    This equals PyG's ``batch % num_pos`` except, with one node type, for binary negatives with
     ``amount * num_pos`` not a multiple of ``num_pos``, where PyG's destination subgraphs get the wrong
     positive. Returns the sample and PyG's link metadata."""
-    if disjoint and sample.batch is not None:  # seed position -> link example -> its positive
+    if disjoint and sample.batch is not None:  # subgraph (seed position) -> link example -> its positive
         num_pos = max(link.seeds.num_pos, 1)
-        batch = {k: link.layout.example[k][b] % num_pos for k, b in sample.batch.items()}
+        example = link.layout.example
+        batch = {k: example.index_select(0, b) % num_pos for k, b in sample.batch.items()}
         sample = replace(sample, batch=batch)
     return sample, link_metadata(input_id, link.seeds, link.layout, neg, disjoint)
 

@@ -96,7 +96,8 @@ class NeighborSampler(SamplerBase):
             time and edge weights come from the feature store's node / edge groups). A node type without
             ``time_attr`` is not time-filtered (PyG's rule).
         num_neighbors: Fanout per hop (``-1`` = all), or a dict per edge type, or ``NumNeighbors``.
-        subgraph_type: ``'directional'``, ``'bidirectional'`` or ``'disjoint'`` (= ``disjoint=True``).
+        subgraph_type: ``'directional'``, ``'bidirectional'``, ``'induced'`` (every edge of the graph among
+            the sampled nodes: :mod:`pyg_dist.sampler.induced`) or ``'disjoint'`` (= ``disjoint=True``).
         replace: Sample with replacement.
         disjoint: Each seed gets its own subgraph. Without it, repeated seeds share one neighbourhood
             and the output's first rows are the seeds as given, repeats included (PyG's layout).
@@ -105,7 +106,8 @@ class NeighborSampler(SamplerBase):
         weight_attr: Edge attribute with non-negative sampling weights (zero = never sampled).
         is_sorted: ``edge_index`` is already sorted by destination.
         share_memory: Move the CSC to shared memory (for DataLoader workers).
-        directed: Must be ``True`` (induced subgraphs are not supported).
+        directed: PyG's deprecated flag: ``False`` means ``subgraph_type='induced'``.
+        sample_direction: ``'forward'`` (PyG's default: in-edges); ``'backward'`` raises.
         backend: ``'auto'`` (numba on CPU, else torch), ``'numba'``, ``'torch'``, ``'pyg-lib'``,
             ``'torch-sparse'`` (the last two only when importable).
 
@@ -123,7 +125,11 @@ class NeighborSampler(SamplerBase):
     def __init__(self, data: Union[Data, HeteroData, tuple], num_neighbors, subgraph_type: str = "directional",
                  replace: bool = False, disjoint: bool = False, temporal_strategy: str = "uniform",
                  time_attr: Optional[str] = None, weight_attr: Optional[str] = None, is_sorted: bool = False,
-                 share_memory: bool = False, directed: bool = True, backend: str = "auto"):
+                 share_memory: bool = False, directed: bool = True, sample_direction: str = "forward",
+                 backend: str = "auto"):
+        if sample_direction != "forward":
+            raise InvalidArgumentError(_WHERE, "sample_direction", sample_direction,
+                                       "'forward' (backward sampling along out-edges is not supported)")
         subgraph_type = check_sampling_args(_WHERE, num_neighbors, subgraph_type, temporal_strategy, directed)
         if is_store_pair(data):
             self._graph, time_level, view = pair_graph(_WHERE, data, time_attr, weight_attr, is_sorted, share_memory)

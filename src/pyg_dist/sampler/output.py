@@ -21,7 +21,9 @@ class TypedSample:
         edge: Global edge id of each sampled edge (ids of the input graph, not CSC positions).
         batch: Per node, the index of the seed whose subgraph it belongs to (disjoint only).
         num_sampled_nodes: Per type, nodes added per hop (entry 0 = seeds); length ``num_hops + 1``.
-        num_sampled_edges: Per edge type, edges sampled per hop; length ``num_hops``.
+        num_sampled_edges: Per edge type, edges sampled per hop; length ``num_hops``. For induced subgraphs,
+            edges into the nodes first seen at each hop (the last entry also counts edges into the last hop's
+            nodes): :mod:`pyg_dist.sampler.induced`.
     """
 
     node: Dict[NodeType, Tensor]
