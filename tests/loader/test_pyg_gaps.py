@@ -129,3 +129,27 @@ def test_pyg_exception_classes_and_phrases():
         pyg_dist.NeighborLoader(data, [2], time_attr="nope", input_time=torch.zeros(50), batch_size=2)
     with pytest.raises(ValueError, match="Expected a 'Data', 'HeteroData', or a tuple of 'FeatureStore'"):
         pyg_dist.NeighborLoader({"x": 1}, [2], batch_size=2)
+
+
+@pytest.mark.parametrize("filter_per_worker", [True, False])
+def test_filter_per_worker_gives_the_same_batches(filter_per_worker):
+    data = pyg_dist.synthetic_graph(200, 5, num_features=4, seed=3)
+    kw = dict(num_neighbors=[3, 2], batch_size=50, seed=9)
+    ref = list(pyg_dist.NeighborLoader(data, **kw))
+    got = list(pyg_dist.NeighborLoader(data, num_workers=2, filter_per_worker=filter_per_worker, **kw))
+    assert len(ref) == len(got) == 4
+    for a, b in zip(ref, got):
+        assert torch.equal(a.n_id, b.n_id) and torch.equal(a.x, b.x) and torch.equal(a.edge_index, b.edge_index)
+
+
+def test_transform_sampler_output_runs_before_the_batch_is_built():
+    data = pyg_dist.synthetic_graph(100, 4, num_features=4, seed=3)
+
+    def only_seeds(out):  # keep the seeds and no edges: the batch is built from what it returns
+        out.node = out.node[:10]
+        out.row, out.col, out.edge = out.row[:0], out.col[:0], out.edge[:0]
+        return out
+
+    batch = next(iter(pyg_dist.NeighborLoader(data, [3], batch_size=10, transform_sampler_output=only_seeds)))
+    assert batch.n_id.tolist() == list(range(10)) and batch.edge_index.size(1) == 0
+    assert torch.equal(batch.x, data.x[:10])

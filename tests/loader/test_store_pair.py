@@ -217,3 +217,27 @@ def test_a_store_pair_is_a_pyg_store_pair():
     assert batch.n_id.tolist() == [3, 2, 1]
     assert batch.n_id[batch.edge_index].tolist() == [[2, 1], [3, 2]]
     assert torch.equal(batch.x, data.x[[3, 2, 1]])
+
+
+def test_custom_cls_transforms_and_worker_filtering_over_a_pair(homo):
+    class MyData(Data):
+        pass
+
+    fs, gs, same = to_pair(homo)
+    seen = []
+
+    def tso(out):
+        seen.append(out.node.numel())
+        return out
+
+    kw = dict(num_neighbors=[3], batch_size=64, seed=5)
+    ref = list(pyg_dist.NeighborLoader(same, **kw))
+    got = list(pyg_dist.NeighborLoader((fs, gs), custom_cls=MyData, transform_sampler_output=tso,
+                                       transform=lambda d: d.update({"tag": 1}) or d, **kw))
+    assert all(type(b) is MyData and b.tag == 1 for b in got)
+    assert seen == [b.n_id.numel() for b in got]
+    for a, b in zip(ref, got):
+        _same(a, b)
+    workers = list(pyg_dist.NeighborLoader((fs, gs), num_workers=2, filter_per_worker=True, **kw))
+    for a, b in zip(ref, workers):
+        _same(a, b)
