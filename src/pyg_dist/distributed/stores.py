@@ -1,11 +1,9 @@
-"""PyG's ``LocalGraphStore`` / ``LocalFeatureStore`` API over pyg_dist's stores.
+"""What PyG's two stores share in the migration layer: their common attributes and the pair check.
 
-They ARE pyg_dist's stores (subclasses: every pyg_dist loader and sampler takes them) with the public
-attributes PyG's classes had: ``meta`` (META.json as a dict), ``num_partitions``, ``partition_idx``,
-``node_pb`` / ``edge_pb`` and ``node_feat_pb`` / ``edge_feat_pb`` (owner of every id, materialised on
-first use), ``labels`` (a tensor the user may set; loaders then put ``labels[n_id]`` in ``y``), and
-``lookup_features`` returning a future as in PyG. Both folder layouts load: pyg_dist's (contiguous
-ids) and PyG's (ids as in the input graph).
+Both stores ARE pyg_dist's stores (subclasses: every pyg_dist loader and sampler takes them) with PyG's
+public attributes: ``meta`` (META.json as a dict), ``num_partitions``, ``partition_idx`` and the partition
+books. A store opened from a folder derives them from the folder (read-only); a store built empty
+(``LocalGraphStore()``) takes them by assignment, as in PyG (:mod:`pyg_dist.distributed.memory`).
 """
 from __future__ import annotations
 
@@ -16,11 +14,11 @@ from typing import Any, Dict, Optional, Union
 import torch
 from torch import Tensor
 
+from pyg_dist.distributed.memory import InMemory, pair_stores
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.format import meta as M
 from pyg_dist.store import feature_store as native_fs
 from pyg_dist.store import graph_store as native_gs
-from pyg_dist.store import lookup
 
 
 def _partition_books(store, edges: bool) -> Union[Tensor, Dict[Any, Tensor]]:
@@ -31,89 +29,74 @@ def _partition_books(store, edges: bool) -> Union[Tensor, Dict[Any, Tensor]]:
     return out if store.is_hetero else out[types[0]]
 
 
-class _PyGStoreMixin:
-    """The PyG attributes both stores share (derived from the folder, never stored twice)."""
+def resolve_pid(where: str, pid, part) -> Optional[int]:
+    """PyG's ``pid`` or pyg_dist's ``part`` (an alias): the one given; both is an error."""
+    if pid is not None and part is not None:
+        raise InvalidArgumentError(where, "part", part, f"None when pid is given (pid={pid!r}; 'part' is an alias)")
+    return pid if pid is not None else part
+
+
+class PyGStore(InMemory):
+    """PyG's attributes of both stores, for either kind (see the module docstring)."""
 
     partition_meta: M.PartitionMeta  # set by the pyg_dist store this mixes into
+    partition: int
 
     @functools.cached_property
-    def meta(self) -> Dict[str, Any]:
-        """The folder's META.json as a dict (PyG's keys: ``num_parts``, ``is_hetero``, ...)."""
+    def _folder_meta(self) -> Dict[str, Any]:
         return json.loads(M.meta_path(self.partition_meta.root).read_text())
 
-    @functools.cached_property
-    def _node_pb(self):
-        return _partition_books(self, edges=False)
+    @property
+    def meta(self) -> Optional[Dict[str, Any]]:
+        """PyG's META as a dict (``num_parts``, ``is_hetero``, ...): the folder's, or the one assigned."""
+        if self._memory is None:
+            return self._folder_meta
+        return self._memory.settings.meta
 
-    @functools.cached_property
-    def _edge_pb(self):
-        return _partition_books(self, edges=True)
-
-
-class LocalGraphStore(_PyGStoreMixin, native_gs.LocalGraphStore):
-    """PyG's ``LocalGraphStore``: ``LocalGraphStore.from_partition(root, pid)``.
-
-    Example:
-        >>> gs = LocalGraphStore.from_partition("/tmp/parts", 0)            # doctest: +SKIP
-        >>> gs.meta["num_parts"], gs.partition_idx, gs.node_pb[:5]           # doctest: +SKIP
-    """
+    @meta.setter
+    def meta(self, value) -> None:
+        self._set("meta", value)
 
     @property
-    def node_pb(self) -> Union[Tensor, Dict[str, Tensor]]:
-        """Owning partition of every node id (per node type in hetero graphs)."""
-        return self._node_pb
+    def num_partitions(self) -> int:
+        """Number of partitions (set it on a store built in memory; PyG's default 1)."""
+        if self._memory is None or "_pd" in self.__dict__:  # a folder's, or the partition built in memory
+            return self.partition_meta.num_parts
+        s = self._memory.settings
+        if s.num_partitions is not None:
+            return s.num_partitions
+        return int((s.meta or {}).get("num_parts") or 1)
+
+    @num_partitions.setter
+    def num_partitions(self, value) -> None:
+        self._set("num_partitions", value)
 
     @property
-    def edge_pb(self) -> Union[Tensor, Dict[Any, Tensor]]:
-        """Owning partition of every edge id (per edge type in hetero graphs)."""
-        return self._edge_pb
+    def partition_idx(self) -> int:
+        """This store's partition (set it on a store built in memory; PyG's default 0)."""
+        if self._memory is None or "_pd" in self.__dict__:
+            return self.partition
+        value = self._memory.settings.partition_idx
+        return 0 if value is None else value
 
+    @partition_idx.setter
+    def partition_idx(self, value) -> None:
+        self._set("partition_idx", value)
 
-class LocalFeatureStore(_PyGStoreMixin, native_fs.LocalFeatureStore):
-    """PyG's ``LocalFeatureStore``: ``LocalFeatureStore.from_partition(root, pid)``.
-
-    Attributes:
-        labels: ``None`` or the label of every node of the (input) node type, indexed by global id; set
-            it to have the loaders put ``labels[n_id]`` into the batch's ``y`` (PyG's behaviour). Not
-            needed when the folder stores ``y``: the loaders fetch it like any attribute.
-
-    Example:
-        >>> fs = LocalFeatureStore.from_partition("/tmp/parts", 0)          # doctest: +SKIP
-        >>> fs.labels = torch.load("label.pt")                              # doctest: +SKIP
-        >>> fs.lookup_features(torch.tensor([3, 7])).wait()                  # doctest: +SKIP
-    """
-
-    labels: Optional[Tensor] = None
-
-    @property
-    def node_feat_pb(self) -> Union[Tensor, Dict[str, Tensor]]:
-        """Owning partition of every node id (PyG's name in the feature store)."""
-        return self._node_pb
-
-    @property
-    def edge_feat_pb(self) -> Union[Tensor, Dict[Any, Tensor]]:
-        """Owning partition of every edge id."""
-        return self._edge_pb
-
-    def lookup_features(self, index, is_node_feat: bool = True, input_type=None,
-                        attr_names=None, timeout: Optional[float] = None) -> lookup.LookupFuture:
-        """PyG's signature: a future (``.wait()`` or ``await``) of the rows of global ids ``index``.
-
-        Unlike PyG, remote failures reach the caller as :class:`~pyg_dist.errors.RemoteCallError`.
-        """
-        return self.lookup_features_async(index, is_node_feat, input_type, attr_names, timeout)
-
-    def put_global_id(self, global_id, group_name) -> bool:
-        """Not supported: global ids come from the partition folder."""
-        raise InvalidArgumentError("LocalFeatureStore.put_global_id", "group_name", group_name,
-                                   "nothing: the store is read-only (ids come from the partition folder)")
-
-    def _carried(self) -> dict:  # spawned workers: re-open the folder, keep the user's labels
-        return dict(super()._carried(), labels=self.labels)
+    def _book(self, edges: bool):
+        """The owner of every id as PyG has it: derived from the folder, or the book assigned."""
+        if self._memory is None:
+            name = "_edge_book_cache" if edges else "_node_book_cache"
+            if name not in self.__dict__:
+                self.__dict__[name] = _partition_books(self, edges)
+            return self.__dict__[name]
+        settings = self._memory.settings
+        return settings.edge_pb if edges else settings.node_pb
 
 
 def check_stores(where: str, data) -> tuple:
-    """``(feature_store, graph_store)`` from PyG's ``data`` pair (either order), or a typed error."""
+    """``(feature_store, graph_store)`` from PyG's ``data`` pair (either order), or a typed error. Stores
+    filled in memory get their partition built here, from both together."""
     if not isinstance(data, (tuple, list)) or len(data) != 2:
         raise InvalidArgumentError(where, "data", type(data).__name__, "a (LocalFeatureStore, LocalGraphStore) pair")
     fs, gs = data
@@ -122,6 +105,8 @@ def check_stores(where: str, data) -> tuple:
     if not isinstance(fs, native_fs.LocalFeatureStore) or not isinstance(gs, native_gs.LocalGraphStore):
         raise InvalidArgumentError(where, "data", (type(fs).__name__, type(gs).__name__),
                                    "a (LocalFeatureStore, LocalGraphStore) pair")
+    if isinstance(fs, PyGStore) and isinstance(gs, PyGStore):
+        pair_stores(where, fs, gs)
     if (fs.partition_meta.root, fs.partition) != (gs.partition_meta.root, gs.partition):
         raise InvalidArgumentError(where, "data", f"feature store of partition {fs.partition}, graph store of "
                                    f"partition {gs.partition}", "both stores of the same partition and folder")
@@ -136,4 +121,4 @@ def time_attr_of(gs, time_attr: Optional[str]) -> Optional[str]:
     return time_attr
 
 
-__all__ = ["LocalGraphStore", "LocalFeatureStore", "check_stores", "time_attr_of"]
+__all__ = ["PyGStore", "check_stores", "time_attr_of", "resolve_pid"]

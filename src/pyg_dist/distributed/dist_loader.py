@@ -1,7 +1,7 @@
-"""PyG's ``DistLoader``, ``DistNeighborLoader`` and ``DistLinkNeighborLoader`` constructors over
-pyg_dist's loaders.
+"""PyG's ``DistLoader`` (``torch_geometric.distributed.dist_loader``): where RPC lives for the loaders of
+:mod:`~pyg_dist.distributed.dist_neighbor_loader` and :mod:`~pyg_dist.distributed.dist_link_neighbor_loader`.
 
-The loaders ARE pyg_dist's :class:`~pyg_dist.loader.dist_node_loader.DistNeighborLoader` /
+Those loaders ARE pyg_dist's :class:`~pyg_dist.loader.dist_node_loader.DistNeighborLoader` /
 :class:`~pyg_dist.loader.dist_link_loader.DistLinkNeighborLoader` with PyG's argument list, PyG's seed
 semantics (``input_nodes`` / ``edge_label_index`` are this rank's own seeds, owned by its partition or
 not: ``seed_split="rank"``) and PyG's RPC set-up: with ``num_workers=0`` the first loader joins this
@@ -19,10 +19,9 @@ from typing import Any, Callable, Optional
 from torch_geometric.data import HeteroData
 
 from pyg_dist.context import DistContext as NativeContext
-from pyg_dist.distributed.context import DistContext, native_context, resolve_address
-from pyg_dist.distributed.stores import check_stores, time_attr_of
+from pyg_dist.distributed.dist_context import DistContext, native_context, resolve_address
+from pyg_dist.distributed.stores import check_stores
 from pyg_dist.errors import InvalidArgumentError, check_positive_int, check_seconds
-from pyg_dist.loader import dist_link_loader, dist_node_loader
 
 
 class WithLabels:
@@ -132,7 +131,7 @@ class DistLoader:
         return f"{type(self).__name__}(pid={self.pid})"
 
 
-def _begin(loader: DistLoader, data, current_ctx, master_addr, master_port, num_rpc_threads, dist_sampler,
+def begin_loader(loader: DistLoader, data, current_ctx, master_addr, master_port, num_rpc_threads, dist_sampler,
            async_sampling, kwargs: dict):
     """Common first steps: stores, PyG's RPC arguments, this loader's context and pyg_dist's extras."""
     where = type(loader).__name__
@@ -149,64 +148,4 @@ def _begin(loader: DistLoader, data, current_ctx, master_addr, master_port, num_
     return fs, gs, extra
 
 
-class DistNeighborLoader(dist_node_loader.DistNeighborLoader, DistLoader):
-    """PyG's ``DistNeighborLoader(data, num_neighbors, master_addr, master_port, current_ctx, ...)``.
-
-    Arguments as PyG's: ``input_nodes`` are this rank's own seeds (any partition's; ``None`` = every
-    node), ``input_time``, ``dist_sampler``, ``replace``, ``subgraph_type``, ``disjoint``,
-    ``temporal_strategy``, ``time_attr``, ``transform``, ``concurrency``, ``num_rpc_threads``,
-    ``filter_per_worker``; ``async_sampling`` and ``device`` are accepted (batches are always prefetched
-    and built on the CPU, as PyG's). Everything else goes to pyg_dist's loader and ``DataLoader``
-    (``batch_size``, ``shuffle``, ``drop_last``, ``num_workers``, ``seed``, ``rpc_timeout`` ...).
-    """
-
-    def __init__(self, data, num_neighbors, master_addr: Optional[str], master_port, current_ctx,
-                 input_nodes=None, input_time=None, dist_sampler=None, replace: bool = False,
-                 subgraph_type: str = "directional", disjoint: bool = False, temporal_strategy: str = "uniform",
-                 time_attr: Optional[str] = None, transform: Optional[Callable] = None, concurrency: int = 1,
-                 num_rpc_threads: int = 16, filter_per_worker: Optional[bool] = False, async_sampling: bool = True,
-                 device=None, **kwargs):
-        fs, gs, extra = _begin(self, data, current_ctx, master_addr, master_port, num_rpc_threads, dist_sampler,
-                               async_sampling, kwargs)
-        super().__init__((fs, gs), num_neighbors, input_nodes=input_nodes, input_time=input_time, replace=replace,
-                         subgraph_type=subgraph_type, disjoint=disjoint, temporal_strategy=temporal_strategy,
-                         time_attr=time_attr_of(gs, time_attr), filter_per_worker=filter_per_worker,
-                         concurrency=concurrency, **extra, **kwargs)
-        self.transform = WithLabels(fs, self.input_data.input_type, transform)
-
-    def __repr__(self) -> str:
-        return DistLoader.__repr__(self)
-
-
-class DistLinkNeighborLoader(dist_link_loader.DistLinkNeighborLoader, DistLoader):
-    """PyG's ``DistLinkNeighborLoader(data, num_neighbors, master_addr, master_port, current_ctx, ...)``.
-
-    Arguments as PyG's (``edge_label_index`` is this rank's own seed edges, ``edge_label``,
-    ``edge_label_time``, ``neg_sampling``, ``neg_sampling_ratio`` ...) and as
-    :class:`DistNeighborLoader` for the rest.
-    """
-
-    def __init__(self, data, num_neighbors, master_addr: Optional[str], master_port, current_ctx,
-                 edge_label_index=None, edge_label=None, edge_label_time=None, dist_sampler=None,
-                 replace: bool = False, subgraph_type: str = "directional", disjoint: bool = False,
-                 temporal_strategy: str = "uniform", neg_sampling=None, neg_sampling_ratio=None,
-                 time_attr: Optional[str] = None, transform: Optional[Callable] = None, concurrency: int = 1,
-                 num_rpc_threads: int = 16, filter_per_worker: Optional[bool] = False, async_sampling: bool = True,
-                 device=None, **kwargs):
-        if (edge_label_time is not None) != (time_attr is not None):
-            raise InvalidArgumentError(type(self).__name__, "edge_label_time", edge_label_time,
-                                       "given together with time_attr (both for temporal sampling, or neither)")
-        fs, gs, extra = _begin(self, data, current_ctx, master_addr, master_port, num_rpc_threads, dist_sampler,
-                               async_sampling, kwargs)
-        super().__init__((fs, gs), num_neighbors, edge_label_index=edge_label_index, edge_label=edge_label,
-                         edge_label_time=edge_label_time, replace=replace, subgraph_type=subgraph_type,
-                         disjoint=disjoint, temporal_strategy=temporal_strategy, neg_sampling=neg_sampling,
-                         neg_sampling_ratio=neg_sampling_ratio, time_attr=time_attr_of(gs, time_attr),
-                         filter_per_worker=filter_per_worker, concurrency=concurrency, **extra, **kwargs)
-        self.transform = WithLabels(fs, self.input_data.input_type, transform)
-
-    def __repr__(self) -> str:
-        return DistLoader.__repr__(self)
-
-
-__all__ = ["DistLoader", "DistNeighborLoader", "DistLinkNeighborLoader", "WithLabels"]
+__all__ = ["DistLoader", "WithLabels", "begin_loader"]
