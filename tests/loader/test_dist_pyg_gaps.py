@@ -89,3 +89,49 @@ def test_link_loading_without_edges_in_the_distributed_loader(tmp_path):
     got = torch.cat([p for p, _ in res], 1)
     # every label edge arrives exactly once
     assert sorted(map(tuple, got.t().tolist())) == sorted(map(tuple, LABELS.t().tolist()))
+
+
+HETERO = dict(num_nodes=450, avg_degree=6, num_features=4, hetero=True, node_types=("paper", "author"), seed=4)
+
+
+def _disjoint_link_world(rank, world_size, root):
+    """Disjoint heterogeneous link batches (binary and triplet) of the 2-partition sampler equal the
+    one-machine sampler's on the relabelled graph, with the same key."""
+    from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling
+
+    from pyg_dist import rpc
+    from pyg_dist._types import as_typed
+    from pyg_dist.context import DistContext
+    from pyg_dist.datasets import synthetic_graph
+    from pyg_dist.sampler import NeighborSampler
+    from pyg_dist.sampler.dist_neighbor import DistNeighborSampler, serve_partition
+    from pyg_dist.store import load_stores
+    from pyg_dist.testing import relabelled
+    ctx = DistContext.from_env(num_partitions=world_size)
+    data, orig = synthetic_graph(**HETERO), load_original_ids(root)
+    gs, fs = load_stores(root, ctx=ctx)
+    serve_partition(gs, fs)
+    rel = relabelled(data, orig)
+    dist = DistNeighborSampler(gs, fs, [2, 2], disjoint=True, backend="numba")
+    local = NeighborSampler(rel, [2, 2], disjoint=True, backend="numba")
+    et = ("paper", "to", "author")
+    ei = rel[et].edge_index[:, torch.arange(rank, 40, 5)]
+    inp = EdgeSamplerInput(None, ei[0], ei[1], input_type=et)
+    checked = 0
+    with rpc.rpc_session(ctx, timeout=120, call_timeout=60):
+        for mode in ("binary", "triplet"):
+            out = dist.sample_from_edges(inp, NegativeSampling(mode, 2), key=3 + rank)
+            want = local.sample_from_edges(inp, NegativeSampling(mode, 2), key=3 + rank)
+            for name in ("node", "row", "col", "edge", "batch"):
+                x, y = as_typed(getattr(out, name), 0, True), as_typed(getattr(want, name), 0, True)
+                assert x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in y), name
+                checked += sum(v.numel() for v in y.values())
+    return checked
+
+
+@pytest.mark.timeout(200)
+def test_disjoint_hetero_links_in_the_distributed_sampler(tmp_path):
+    pytest.importorskip("numba")
+    from pyg_dist.datasets import synthetic_graph
+    Partitioner(synthetic_graph(**HETERO), 2, method="random").save(tmp_path / "h", progress=False)
+    assert all(n > 0 for n in spawn_world(2, _disjoint_link_world, str(tmp_path / "h"), timeout=180))
