@@ -38,17 +38,20 @@ class Partitioner:
         num_parts: Number of partitions.
         root: Folder to write (new, empty, or an earlier partition folder, which is replaced).
         recursive: METIS by multilevel recursive bisection instead of k-way.
+        feature_dtype: pyg_dist's addition: store the features as ``"float32"``, ``"bfloat16"`` or
+            ``"float16"`` (``None``: as given; see :class:`pyg_dist.partition.Partitioner`). PyG's META.json has
+            no place to record it: the files' tensors carry their dtype.
 
     Example:
         >>> Partitioner(data, num_parts=2, root="/tmp/parts").generate_partition()  # doctest: +SKIP
     """
 
-    def __init__(self, data, num_parts: int, root: str, recursive: bool = False):
+    def __init__(self, data, num_parts: int, root: str, recursive: bool = False, feature_dtype=None):
         self.data = data
         self.num_parts = num_parts
         self.root = root
         self.recursive = recursive
-        self._native = NativePartitioner(data, num_parts, "metis", recursive=recursive)
+        self._native = NativePartitioner(data, num_parts, "metis", recursive=recursive, feature_dtype=feature_dtype)
         if not isinstance(root, (str, Path)):
             raise InvalidArgumentError(_WHERE, "root", root, "a folder path")
 

@@ -1,7 +1,8 @@
 """Building ``Data`` / ``HeteroData`` batches from a distributed sample and its fetched rows.
 
 One code path: :func:`_slot` is the only place that knows a homogeneous batch is a ``Data`` (its one
-node / edge type maps to the object itself). Fields follow PyG's loaders.
+node / edge type maps to the object itself). Fields follow PyG's loaders. Features arrive in the folder's
+stored dtype; ``feature_dtype`` casts them once, here (:func:`pyg_dist.format.precision.batch_value`).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from torch_geometric.data import Data, HeteroData
 from torch_geometric.sampler import HeteroSamplerOutput, SamplerOutput
 
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE, as_typed
+from pyg_dist.format.precision import batch_value
 
 
 def _slot(data: Union[Data, HeteroData], key):
@@ -19,9 +21,11 @@ def _slot(data: Union[Data, HeteroData], key):
     return data if isinstance(data, Data) else data[key]
 
 
-def graph_batch(out: Union[SamplerOutput, HeteroSamplerOutput], features=None, cls=None) -> Union[Data, HeteroData]:
+def graph_batch(out: Union[SamplerOutput, HeteroSamplerOutput], features=None, cls=None,
+                feature_dtype: Optional[torch.dtype] = None) -> Union[Data, HeteroData]:
     """The subgraph part of a batch: edges, node and edge rows of ``features`` (default:
-    ``metadata.features``), ids, counts; ``cls``: PyG's ``custom_cls`` (default ``Data`` / ``HeteroData``)."""
+    ``metadata.features``; features cast to ``feature_dtype``, ``None``: as fetched), ids, counts; ``cls``:
+    PyG's ``custom_cls`` (default ``Data`` / ``HeteroData``)."""
     hetero = isinstance(out, HeteroSamplerOutput)
     data = cls() if cls is not None else (HeteroData() if hetero else Data())
     node = as_typed(out.node, HOMO_NODE, hetero)
@@ -31,7 +35,7 @@ def graph_batch(out: Union[SamplerOutput, HeteroSamplerOutput], features=None, c
     for t, ids in node.items():
         store = _slot(data, t)
         for name, value in (features.node.get(t, {}) if features is not None else {}).items():
-            store[name] = value
+            store[name] = batch_value(name, value, feature_dtype)
         store.n_id = ids
         if not hetero:
             data.num_nodes = ids.numel()
@@ -41,7 +45,7 @@ def graph_batch(out: Union[SamplerOutput, HeteroSamplerOutput], features=None, c
         store = _slot(data, et)
         store.edge_index = torch.stack([row[et], col[et]])
         for name, value in (features.edge.get(et, {}) if features is not None else {}).items():
-            store[name] = value
+            store[name] = batch_value(name, value, feature_dtype)
         if et in edge and edge[et] is not None:
             store.e_id = edge[et].to(torch.long)
     if hetero:

@@ -9,6 +9,8 @@ Example::
     pyg-dist-partition --dataset chunked --root /data/graph --num-parts 8 --method coarsen \
         --memory-budget 8GB --out /data/graph-8      # out-of-core (see pyg_dist.partition.ooc.partitioner)
     torchrun --nnodes 2 --nproc-per-node 1 ... -m pyg_dist.partition.cli --dataset chunked ...  # 2 machines
+    pyg-dist-partition --dataset products_like --root products_like.pt --num-parts 2 --feature-dtype bfloat16 \
+        --out /tmp/products-2                    # features stored as bfloat16: half the bytes per machine
     pyg-dist-partition --verify /tmp/cora-2      # every file's size and digest against META.json, per partition
 """
 from __future__ import annotations
@@ -19,6 +21,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
+from pyg_dist.format.precision import FEATURE_DTYPES, parse_dtype
 from pyg_dist.partition.config import METHODS, OOC_METHODS, PartitionConfig
 from pyg_dist.partition.ooc.partitioner import OutOfCorePartitioner, parse_bytes
 from pyg_dist.partition.partitioner import Partitioner
@@ -66,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "into it, up to this fraction of its own feature bytes (e.g. 0.25)")
     p.add_argument("--cache-topology", action="store_true",
                    help="with --cache-ratio: also cache those nodes' in-edges (sampled here, not by their owner)")
+    p.add_argument("--feature-dtype", default=None, metavar="DTYPE",
+                   help=f"store the features (floating node / edge attributes except y, edge_label, edge_weight, "
+                        f"times) as one of {' | '.join(FEATURE_DTYPES)}; default: as the dataset gives them")
     p.add_argument("--undirected", action=argparse.BooleanOptionalAction, default=None,
                    help="add every missing reverse edge (--no-undirected: keep edges as stored); "
                         "default: the dataset's convention, reported after loading")
@@ -108,6 +114,7 @@ def check_applicable(args: argparse.Namespace) -> None:
     """Every option given must apply to ``--dataset`` and ``--method``; else a typed error naming it."""
     if args.method is None:
         args.method = "coarsen" if is_out_of_core(args) else "metis"
+    args.feature_dtype = parse_dtype("pyg-dist-partition", "--feature-dtype", args.feature_dtype)
     if is_out_of_core(args):
         return _check_out_of_core(args)
     for opt in _OOC_OPTS:
@@ -184,7 +191,7 @@ def _run_out_of_core(args: argparse.Namespace):
     part = OutOfCorePartitioner(data, args.num_parts, args.method, seed=args.seed,
                                 ufactor=30 if args.ufactor is None else args.ufactor, balance=not args.no_balance,
                                 passes=args.passes, memory_budget=budget, chunk_size=args.chunk_size,
-                                allow_nonfinite=args.allow_nonfinite, comm=comm)
+                                allow_nonfinite=args.allow_nonfinite, comm=comm, feature_dtype=args.feature_dtype)
     try:
         return part.save(args.out, overwrite=args.overwrite, progress=not args.quiet), comm.rank
     finally:
@@ -290,7 +297,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(edges_note(args, data), flush=True)
         part = Partitioner(data, args.num_parts, args.method, balance=not args.no_balance,
                            allow_nonfinite=args.allow_nonfinite, cache_ratio=args.cache_ratio,
-                           cache_topology=args.cache_topology, **method_opts)
+                           cache_topology=args.cache_topology, feature_dtype=args.feature_dtype, **method_opts)
         stats = part.save(args.out, overwrite=args.overwrite, progress=not args.quiet)
     except PyGDistError as e:
         print(f"pyg-dist-partition: error: {e}", file=sys.stderr)

@@ -9,9 +9,12 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Union
+
+import torch
 
 from pyg_dist.errors import InvalidArgumentError, check_choice, check_positive_int
+from pyg_dist.format.precision import parse_dtype
 
 #: Values of ``method`` in memory; ``hybrid`` takes node ownership from ``base_method``.
 METHODS = ("metis", "random", "supernode", "hybrid")
@@ -28,7 +31,8 @@ class PartitionConfig:
 
     ``out_of_core`` selects the partitioner the settings are for: its method list and the name errors give
     (``Partitioner`` / ``OutOfCorePartitioner``); ``passes``, ``memory_budget`` and ``chunk_size`` are the
-    out-of-core partitioner's, ``base_method`` and ``recursive`` the in-memory one's.
+    out-of-core partitioner's, ``base_method`` and ``recursive`` the in-memory one's. ``feature_dtype`` is
+    kept as a ``torch.dtype`` (or ``None``), whatever spelling was given.
     """
     num_parts: int
     method: str = "metis"
@@ -43,6 +47,7 @@ class PartitionConfig:
     passes: Optional[int] = None
     memory_budget: int = 2 * 10 ** 9
     chunk_size: Optional[int] = None
+    feature_dtype: Optional[Union[str, torch.dtype]] = None
 
     def __post_init__(self):
         where = self.where
@@ -64,11 +69,17 @@ class PartitionConfig:
             check_positive_int(where, "passes", self.passes, allow_zero=self.method == "coarsen")
         if self.chunk_size is not None:
             check_positive_int(where, "chunk_size", self.chunk_size)
+        object.__setattr__(self, "feature_dtype", parse_dtype(where, "feature_dtype", self.feature_dtype))
 
     @property
     def where(self) -> str:
         """The partitioner these settings are for (named in errors)."""
         return "OutOfCorePartitioner" if self.out_of_core else "Partitioner"
+
+    @property
+    def stored_dtype(self) -> Optional[torch.dtype]:
+        """``feature_dtype`` as checked: the ``torch.dtype`` features are stored in (``None``: as given)."""
+        return self.feature_dtype if isinstance(self.feature_dtype, torch.dtype) else None
 
     @property
     def owner_method(self) -> str:

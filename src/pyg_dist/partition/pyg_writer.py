@@ -91,7 +91,8 @@ def write_pyg_layout(g: TypedGraph, owners: Dict[NodeType, Tensor], root, num_pa
     ``owners[t][v]`` and every edge to its destination's partition (ids kept as they are).
 
     Args:
-        g: The graph (:func:`pyg_dist.partition.source.typed_graph`).
+        g: The graph (:func:`pyg_dist.partition.source.typed_graph`), features already in the dtype to store
+            (:func:`pyg_dist.partition.source.with_feature_dtype`).
         owners: Per node type, the ``[num_nodes]`` partition of every node.
         root: The folder to create (see :func:`pyg_dist.partition.writer.check_output` for ``overwrite``).
         num_parts: Number of partitions.

@@ -6,6 +6,7 @@ code path.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
@@ -15,6 +16,7 @@ from torch import Tensor
 
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE, EdgeType, NodeType
 from pyg_dist.errors import InvalidArgumentError
+from pyg_dist.format.precision import cast_features
 from pyg_dist.format.schema import EDGE_TIME, NODE_TIME
 
 _WHERE = "Partitioner"
@@ -136,6 +138,22 @@ def check_finite(g: TypedGraph, allow: bool) -> List[str]:
             if line is not None:
                 found.append(line)
     return found
+
+
+def with_feature_dtype(g: TypedGraph, feature_dtype: Optional[torch.dtype]) -> TypedGraph:
+    """``g`` with its features (:mod:`pyg_dist.format.precision`) in ``feature_dtype``: the one cast of the
+    in-memory partitioner, so every file it writes (parts, caches) holds the stored dtype. ``None``, or features
+    already in that dtype: ``g``'s tensors, not copied.
+
+    Raises:
+        InvalidArgumentError: naming ``feature_dtype``, when a feature's finite value overflows it.
+    """
+    if feature_dtype is None:
+        return g
+    cast = lambda group, attrs: cast_features(attrs, feature_dtype, _WHERE, "feature_dtype",  # noqa: E731
+                                              f"data[{group!r}]")
+    return dataclasses.replace(g, node_attrs={t: cast(t, a) for t, a in g.node_attrs.items()},
+                               edge_attrs={e: cast(e, a) for e, a in g.edge_attrs.items()})
 
 
 def nonfinite_rows(where: str, name: str, value: Tensor, allow: bool, scope: str = "") -> Optional[str]:

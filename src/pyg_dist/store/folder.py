@@ -6,7 +6,7 @@ partition count that differs from the world's, a missing partition file (of *any
 every rank fails at once instead of waiting for the one whose file is gone), a file whose byte size differs
 from the one META.json lists (a file of another run, a truncated copy: one ``stat`` per file), with
 ``verify=True`` a file of the partition (or a shared one) whose content digest differs, or tensors whose
-sizes disagree with META.
+sizes or dtypes disagree with META (:func:`pyg_dist.format.precision.check_stored`).
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from pyg_dist.format import digests as D
 from pyg_dist.format import meta as M
 from pyg_dist.format.book import PartitionBook
 from pyg_dist.format.data import PartitionData
+from pyg_dist.format.precision import check_stored
 from pyg_dist.format.reader import load_partition
 from pyg_dist.format.validate import check_values
 
@@ -146,6 +147,7 @@ def open_partition(where: str, root, part: Optional[int], ctx, mmap: bool, verif
         D.check_file_digests(meta, part)
     pd = load_partition(root, part, mmap=mmap)
     check_sizes(pd)
+    check_stored(pd)  # features in the dtype META records (bfloat16 / float16 folders)
     check_values(pd)  # ids and pointers in range before any kernel indexes with them
     return pd
 

@@ -99,6 +99,8 @@ class OutOfCorePartitioner:
             state and one partition's edges come on top.
         chunk_size: Edges per chunk (default from ``memory_budget``).
         allow_nonfinite: Keep NaN / inf feature rows (reported) instead of raising.
+        feature_dtype: Store the features as ``"float32"``, ``"bfloat16"`` or ``"float16"`` (cast as each
+            partition's rows are gathered; ``None``: as given): as :class:`~pyg_dist.partition.Partitioner`'s.
         workdir: Where the spill files go (default: inside the output's temporary folder).
         comm: Several machines: a :class:`~pyg_dist.partition.ooc.comm.TorchComm` over the initialised gloo
             process group (``world_comm()`` under ``torchrun``); every rank calls :meth:`save` with the
@@ -114,10 +116,11 @@ class OutOfCorePartitioner:
     def __init__(self, data, num_parts: int, method: str = "coarsen", *, seed: int = 0, ufactor: int = 30,
                  balance: bool = True, passes: Optional[int] = None, memory_budget: Union[int, str] = "2GB",
                  chunk_size: Optional[int] = None, allow_nonfinite: bool = False,
-                 workdir: Optional[Union[str, Path]] = None, comm: Optional[Comm] = None):
+                 workdir: Optional[Union[str, Path]] = None, comm: Optional[Comm] = None,
+                 feature_dtype: Optional[Union[str, torch.dtype]] = None):
         self.config = PartitionConfig(num_parts, method, seed=seed, ufactor=ufactor, balance=balance, passes=passes,
                                       memory_budget=parse_bytes(memory_budget), chunk_size=chunk_size,
-                                      out_of_core=True)
+                                      out_of_core=True, feature_dtype=feature_dtype)
         if not isinstance(allow_nonfinite, bool):
             raise InvalidArgumentError(_WHERE, "allow_nonfinite", allow_nonfinite, "a bool")
         self.allow_nonfinite, self.workdir, self.comm = allow_nonfinite, workdir, comm or Comm()
@@ -219,7 +222,7 @@ class OutOfCorePartitioner:
         perms.mkdir(exist_ok=True)
         for p in tqdm(range(c.num_parts), desc="writing partitions", disable=not progress, leave=False):
             if self.comm.mine(p):
-                write_part(tmp, perms, g, nodes, edges, p, tally, self.allow_nonfinite)
+                write_part(tmp, perms, g, nodes, edges, p, tally, self.allow_nonfinite, c.stored_dtype)
         tally = PartTally.merge(self.comm.all_gather(tally))  # also: every partition is written
         if not self._shared:
             collect_perms(self.comm, perms, edges, c.num_parts)

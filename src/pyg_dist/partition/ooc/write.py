@@ -18,6 +18,7 @@ from torch import Tensor
 from pyg_dist import _fsio
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE, EdgeType, NodeType, untyped
 from pyg_dist.format import meta as M
+from pyg_dist.format.precision import cast_features
 from pyg_dist.format.schema import EdgeEntry, GraphEntry, NodeEntry
 from pyg_dist.partition.ooc.chunked import ChunkedGraph, check_ids, take_rows
 from pyg_dist.partition.ooc.comm import Comm
@@ -144,26 +145,34 @@ def _graph_entry(g, et, sp: SpilledEdges, dst: NodeOrder, p: int, perms: Path, t
                       dst_start=d_lo, dst_end=d_hi).to_dict()
 
 
-def _edge_entry(g, et, sp: SpilledEdges, p: int, perms: Path, tally: PartTally, allow: bool):
+def _rows(attrs: Dict[str, Any], idx: np.ndarray, label: str, tally: PartTally, allow: bool,
+          feature_dtype: Optional[torch.dtype]) -> Dict[str, Tensor]:
+    """One partition's rows of every attribute (NaN / inf checked), features cast to ``feature_dtype``."""
+    rows = {k: take_rows(v, idx) for k, v in attrs.items()}
+    for k, v in rows.items():
+        _finite(f"{label}.{k}", v, tally, allow)
+    return cast_features(rows, feature_dtype, "OutOfCorePartitioner", "feature_dtype", label)
+
+
+def _edge_entry(g, et, sp: SpilledEdges, p: int, perms: Path, tally: PartTally, allow: bool,
+                feature_dtype: Optional[torch.dtype] = None):
     attrs = g.edge_attrs.get(et, {})
     if not attrs and et not in g.edge_time:
         return None
     eid = np.load(perms / f"perm_{M.edge_type_str(et)}_{p}.npy")
     out = EdgeEntry(torch.arange(int(sp.bounds[p]), int(sp.bounds[p + 1])),
-                    {k: take_rows(v, eid) for k, v in attrs.items()})
-    for k, v in out.feats.items():
-        _finite(f"edge attribute {et}.{k}", v, tally, allow)
+                    _rows(attrs, eid, f"edge attribute {et}", tally, allow, feature_dtype))
     if et in g.edge_time:
         out.edge_time = take_rows(g.edge_time[et], eid)
     return out.to_dict()
 
 
-def _node_entry(g, t: NodeType, no: NodeOrder, p: int, tally: PartTally, allow: bool) -> Dict[str, Any]:
+def _node_entry(g, t: NodeType, no: NodeOrder, p: int, tally: PartTally, allow: bool,
+                feature_dtype: Optional[torch.dtype] = None) -> Dict[str, Any]:
     lo, hi = int(no.bounds[p]), int(no.bounds[p + 1])
     idx = no.perm[lo:hi].numpy()
-    out = NodeEntry(torch.arange(lo, hi), {k: take_rows(v, idx) for k, v in g.node_attrs.get(t, {}).items()})
-    for k, v in out.feats.items():
-        _finite(f"node attribute {t}.{k}", v, tally, allow)
+    out = NodeEntry(torch.arange(lo, hi), _rows(g.node_attrs.get(t, {}), idx, f"node attribute {t}", tally, allow,
+                                                 feature_dtype))
     if "train_mask" in out.feats:
         tally.train_pp.setdefault(t, {})[p] = int(out.feats["train_mask"].long().sum())
     if t in g.node_time:
@@ -172,9 +181,10 @@ def _node_entry(g, t: NodeType, no: NodeOrder, p: int, tally: PartTally, allow: 
 
 
 def write_part(root: Path, perms: Path, g: ChunkedGraph, nodes: Dict[NodeType, NodeOrder],
-               edges: Dict[EdgeType, SpilledEdges], p: int, tally: PartTally, allow_nonfinite: bool) -> None:
+               edges: Dict[EdgeType, SpilledEdges], p: int, tally: PartTally, allow_nonfinite: bool,
+               feature_dtype: Optional[torch.dtype] = None) -> None:
     """Writes ``part_<p>/{graph,node_feats,edge_feats}.pt`` from partition ``p``'s bucket (and its original
-    edge ids to ``perms``, for the edge maps)."""
+    edge ids to ``perms``, for the edge maps), features in ``feature_dtype`` (``None``: as given)."""
     h = g.is_hetero
     tally.edges_pp[p] = 0
     graph = {et: _graph_entry(g, et, sp, nodes[et[2]], p, perms, tally, nodes[et[0]].bounds)
@@ -182,11 +192,11 @@ def write_part(root: Path, perms: Path, g: ChunkedGraph, nodes: Dict[NodeType, N
     tally.close_part(p, g.num_nodes)
     _fsio.save(untyped(graph, HOMO_EDGE, h), M.graph_path(root, p))
     del graph
-    nfeat = {t: _node_entry(g, t, no, p, tally, allow_nonfinite) for t, no in nodes.items()}
+    nfeat = {t: _node_entry(g, t, no, p, tally, allow_nonfinite, feature_dtype) for t, no in nodes.items()}
     _fsio.save(untyped(nfeat, HOMO_NODE, h), M.node_feats_path(root, p))
     del nfeat
     efeat = {et: e for et, sp in edges.items()
-             if (e := _edge_entry(g, et, sp, p, perms, tally, allow_nonfinite)) is not None}
+             if (e := _edge_entry(g, et, sp, p, perms, tally, allow_nonfinite, feature_dtype)) is not None}
     _fsio.save(untyped(efeat, HOMO_EDGE, h) if h else efeat.get(HOMO_EDGE, {}), M.edge_feats_path(root, p))
 
 

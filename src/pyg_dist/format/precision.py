@@ -1,0 +1,164 @@
+"""Feature precision: which attributes are *features*, the dtypes a folder may store them in, the one cast,
+and META.json's record of every attribute's stored dtype.
+
+A **feature** is a floating-point node or edge attribute whose name is not in :data:`EXACT_ATTRS`
+(``x``, ``edge_attr``, ``pos``, ... ; any float attribute a model reads). Attributes kept exactly as given,
+whatever the setting: labels (``y``, ``edge_label``), the sampling weight (``edge_weight``), times (``time``,
+``edge_time``), and every integer or boolean attribute (masks, ids).
+
+* The partitioners (``feature_dtype=`` / ``pyg-dist-partition --feature-dtype``) store features as
+  ``float32``, ``bfloat16`` or ``float16`` (:data:`FEATURE_DTYPES`), cast once when the folder is written
+  (:func:`cast_features`; a value the dtype cannot hold, e.g. above 65504 in ``float16``, is an
+  :class:`InvalidArgumentError` naming the setting, the attribute and rows). ``None`` keeps the input's dtype.
+* META.json's ``pyg_dist`` section records the setting (``"feature_dtype"``) and the stored dtype of every
+  node and edge attribute (``"attr_dtypes"``: :func:`attr_dtypes`); opening a partition checks its files
+  agree (:func:`check_stored`). Folders written before carry neither key and open as they always did.
+* Stores, caches and RPC replies keep the stored dtype (half the bytes for 16-bit features); the distributed
+  loaders cast each batch's features once, to their ``feature_dtype`` (:func:`batch_value`; default
+  ``float32``, ``None`` keeps the stored dtype).
+
+Example:
+    >>> import torch
+    >>> parse_dtype("Partitioner", "feature_dtype", "bfloat16")
+    torch.bfloat16
+    >>> is_feature("x", torch.float32), is_feature("y", torch.float32), is_feature("x", torch.int64)
+    (True, False, False)
+    >>> cast_features({"x": torch.ones(2, 3), "y": torch.zeros(2)}, torch.float16, "P", "feature_dtype", "n")["x"].dtype
+    torch.float16
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from pyg_dist.errors import InvalidArgumentError, PartitionFormatError
+from pyg_dist.format import meta as M
+from pyg_dist.format.data import PartitionData
+from pyg_dist.format.schema import EDGE_TIME, NODE_TIME, WEIGHT
+
+#: The dtypes a folder may store its features in (the partitioners' ``feature_dtype``).
+FEATURE_DTYPES: Dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16,
+                                          "float16": torch.float16}
+#: The dtypes a batch's features may be cast to (the loaders' and ``TrainConfig``'s ``feature_dtype``).
+BATCH_DTYPES: Dict[str, torch.dtype] = dict(FEATURE_DTYPES, float64=torch.float64)
+#: Floating attributes that are never cast: labels, the sampling weight and times.
+EXACT_ATTRS = frozenset({"y", "edge_label", WEIGHT, NODE_TIME, EDGE_TIME})
+#: META.json keys (in the ``pyg_dist`` section).
+META_SETTING, META_DTYPES = "feature_dtype", "attr_dtypes"
+
+
+def parse_dtype(where: str, arg: str, value: Any, choices: Mapping[str, torch.dtype] = FEATURE_DTYPES
+                ) -> Optional[torch.dtype]:
+    """``value`` (``None``, a ``torch.dtype`` or its name, with or without ``torch.``) as a dtype of
+    ``choices``, or ``None``; else an :class:`InvalidArgumentError` from ``where`` naming ``arg``."""
+    if value is None:
+        return None
+    if isinstance(value, torch.dtype) and value in choices.values():
+        return value
+    if isinstance(value, str) and value.removeprefix("torch.") in choices:
+        return choices[value.removeprefix("torch.")]
+    raise InvalidArgumentError(where, arg, value, f"None or one of {list(choices)}")
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.bfloat16`` -> ``"bfloat16"`` (META.json's spelling)."""
+    return str(dtype).removeprefix("torch.")
+
+
+def torch_dtype(value: Any) -> torch.dtype:
+    """The torch dtype of a tensor, a numpy array or anything with a numpy ``dtype`` (an ``.npy`` reader)."""
+    if isinstance(value, Tensor):
+        return value.dtype
+    return torch.from_numpy(np.empty(0, dtype=np.dtype(value.dtype))).dtype
+
+
+def is_feature(name: str, dtype: torch.dtype) -> bool:
+    """Whether attribute ``name`` of ``dtype`` is a feature: floating point and not in :data:`EXACT_ATTRS`."""
+    return dtype.is_floating_point and name not in EXACT_ATTRS
+
+
+def stored_dtype(name: str, dtype: torch.dtype, feature_dtype: Optional[torch.dtype]) -> torch.dtype:
+    """The dtype attribute ``name`` (given as ``dtype``) is stored in under the setting ``feature_dtype``."""
+    return feature_dtype if feature_dtype is not None and is_feature(name, dtype) else dtype
+
+
+def cast_features(feats: Mapping[str, Tensor], feature_dtype: Optional[torch.dtype], where: str, arg: str,
+                  label: str) -> Dict[str, Tensor]:
+    """``feats`` with every feature in ``feature_dtype`` (others, and features already in it, unchanged and
+    not copied).
+
+    Raises:
+        InvalidArgumentError: from ``where`` naming ``arg``, when a finite value of a feature (of ``label``,
+            e.g. a node type) is not finite in ``feature_dtype`` (too large for ``float16``).
+    """
+    out = {}
+    for name, value in feats.items():
+        want = stored_dtype(name, value.dtype, feature_dtype)
+        out[name] = value if want == value.dtype else _cast(value, want, where, arg, f"{label}.{name}")
+    return out
+
+
+def _cast(value: Tensor, dtype: torch.dtype, where: str, arg: str, name: str) -> Tensor:
+    out = value.to(dtype)
+    if not out.numel():
+        return out
+    bad = (torch.isfinite(value) & ~torch.isfinite(out)).reshape(value.size(0), -1).any(1)
+    if bool(bad.any()):
+        rows = bad.nonzero().view(-1)
+        top = float(value[rows[0]].abs().max())
+        raise InvalidArgumentError(where, arg, dtype_name(dtype),
+                                   f"a dtype that holds {name}: {rows.numel()} rows overflow it (e.g. rows "
+                                   f"{rows[:5].tolist()}, |value| up to {top:g}); use float32 or bfloat16")
+    return out
+
+
+def attr_dtypes(node_attrs: Mapping[Any, Mapping[str, Any]], edge_attrs: Mapping[Any, Mapping[str, Any]],
+                feature_dtype: Optional[torch.dtype]) -> Dict[str, Dict[str, Dict[str, str]]]:
+    """META.json's ``"attr_dtypes"``: ``{"node": {ntype: {name: dtype}}, "edge": {"src__rel__dst": {...}}}``,
+    the dtype every attribute is stored in (``attrs``: the input's tensors or arrays, before the cast)."""
+    def names(attrs: Mapping[str, Any]) -> Dict[str, str]:
+        return {k: dtype_name(stored_dtype(k, torch_dtype(v), feature_dtype)) for k, v in sorted(attrs.items())}
+    return {"node": {t: names(a) for t, a in node_attrs.items()},
+            "edge": {M.edge_type_str(e): names(a) for e, a in edge_attrs.items()}}
+
+
+def meta_entries(node_attrs, edge_attrs, feature_dtype: Optional[torch.dtype]) -> Dict[str, Any]:
+    """The META.json keys of this module: the setting and :func:`attr_dtypes`."""
+    return {META_SETTING: None if feature_dtype is None else dtype_name(feature_dtype),
+            META_DTYPES: attr_dtypes(node_attrs, edge_attrs, feature_dtype)}
+
+
+def check_stored(pd: PartitionData) -> None:
+    """Every attribute of the loaded partition has the dtype META.json records (no record: nothing to check).
+
+    Raises:
+        PartitionFormatError: naming the file, the attribute, its dtype and META's.
+    """
+    record = pd.meta.extra.get(META_DTYPES)
+    if not isinstance(record, dict):
+        return
+    groups = [(M.node_feats_path(pd.meta.root, pd.part), record.get("node", {}), t, nf.feats)
+              for t, nf in pd.node_feats.items()]
+    groups += [(M.edge_feats_path(pd.meta.root, pd.part), record.get("edge", {}), M.edge_type_str(e), ef.feats)
+               for e, ef in pd.edge_feats.items()]
+    for path, per_type, key, feats in groups:
+        want = per_type.get(key, {}) if isinstance(per_type, dict) else {}
+        for name, value in feats.items():
+            if name in want and dtype_name(value.dtype) != want[name]:
+                raise PartitionFormatError(path, f"attribute {name!r} of {key!r} is {dtype_name(value.dtype)}; "
+                                           f"META.json records {want[name]} (a file from another partitioning?)")
+
+
+def batch_value(name: str, value: Any, feature_dtype: Optional[torch.dtype]) -> Any:
+    """A batch's attribute in the dtype the model asks for: a feature tensor cast to ``feature_dtype``
+    (``None``: as stored); anything else unchanged. A tensor already in that dtype is not copied."""
+    if feature_dtype is None or not isinstance(value, Tensor) or not is_feature(name, value.dtype):
+        return value
+    return value.to(feature_dtype)
+
+
+__all__ = ["FEATURE_DTYPES", "BATCH_DTYPES", "EXACT_ATTRS", "parse_dtype", "dtype_name", "is_feature",
+           "stored_dtype", "cast_features", "attr_dtypes", "meta_entries", "check_stored", "batch_value"]
