@@ -18,10 +18,15 @@ batch, and payload MB per batch (sent + received). The configurations run ``--re
 rounds (this VM's speed drifts by up to ~30 % over minutes); each row is its median round. On loopback a
 remote row costs about what a local one does; ``--link-gbps G`` makes every rank's replies wait for their
 bytes to cross an emulated G Gb/s NIC (:mod:`pyg_dist.testing.link`), to see what the bytes cost on a network.
+``--feature-dtypes float32 bfloat16`` adds, per 2-rank configuration, a row over a folder that stores ``x`` in
+that dtype (``Partitioner(feature_dtype=...)``: half the bytes of every remote and cached row).
+``--remote-rows exact int8`` adds, per 2-rank configuration, a row whose remote feature rows travel as int8
+(``DistNeighborSampler(remote_rows="int8")``, :mod:`pyg_dist.store.quant`): MB/batch counts the wire bytes.
 
     python scripts/bench_dist.py --scale 0.05                 # while developing
     python scripts/bench_dist.py --graph /tmp/products_like.pt
     python scripts/bench_dist.py --graph /tmp/products_like.pt --methods metis --cache-ratios 0 0.25 --link-gbps 10
+    python scripts/bench_dist.py --graph /tmp/products_like.pt --methods metis --remote-rows exact int8 --link-gbps 1
 """
 from __future__ import annotations
 
@@ -40,11 +45,14 @@ def load_graph(args) -> dict:
     return products_like_csr(args.scale, args.cache_dir, args.graph)
 
 
-def folder(args, method: str, parts: int, cache_ratio: float = 0.0, written: bool = False) -> str:
+def folder(args, method: str, parts: int, cache_ratio: float = 0.0, written: bool = False,
+           feature_dtype: str = "float32") -> str:
     """The cached partition folder of the benchmark graph (written on first use); ``written``: a folder
-    whose partitioner also wrote the feature and topology caches of ``cache_ratio``."""
+    whose partitioner also wrote the feature and topology caches of ``cache_ratio``; ``feature_dtype``: the
+    dtype the folder stores ``x`` in."""
     tag = os.path.basename(args.graph).rsplit(".", 1)[0] if args.graph else f"scale{args.scale:g}"
-    path = os.path.join(args.cache_dir, f"dist_{tag}_{method}{parts}" + (f"_topo{cache_ratio:g}" if written else ""))
+    path = os.path.join(args.cache_dir, f"dist_{tag}_{method}{parts}" + (f"_topo{cache_ratio:g}" if written else "")
+                        + ("" if feature_dtype == "float32" else f"_{feature_dtype}"))
     if os.path.exists(os.path.join(path, "META.json")):
         return path
     from torch_geometric.data import Data
@@ -59,6 +67,8 @@ def folder(args, method: str, parts: int, cache_ratio: float = 0.0, written: boo
     del g, dst
     t0 = time.time()
     extra = {"cache_ratio": cache_ratio, "cache_topology": True} if written else {}
+    if feature_dtype != "float32":
+        extra["feature_dtype"] = feature_dtype
     Partitioner(data, parts, method=method, balance=False, **extra).save(path, overwrite=True, progress=False)
     print(f"# partitioned {method}/{parts} in {time.time() - t0:.0f}s -> {path}", file=sys.stderr)
     return path
@@ -92,7 +102,8 @@ def bench_rank(rank: int, world_size: int, root: str, opts: dict) -> dict:
         from pyg_dist.testing.link import EmulatedLink, throttle_callees
         throttle_callees(EmulatedLink(opts["link_gbps"]), [ONE_HOP_OP, LOOKUP_OP])
     stats = SamplerStats()
-    sampler = DistNeighborSampler(gs, fs, opts["fanouts"], stats=stats, concurrency=opts["concurrency"])
+    sampler = DistNeighborSampler(gs, fs, opts["fanouts"], stats=stats, concurrency=opts["concurrency"],
+                                  remote_rows=opts.get("remote_rows", "exact"))
     own = fs.get_global_id()
     gen = torch.Generator().manual_seed(rank)
     inputs = [NodeSamplerInput(None, own[torch.randint(0, own.numel(), (opts["batch_size"],), generator=gen)].unique())
@@ -127,16 +138,20 @@ def _fill_cache(gs, fs, opts) -> dict:
     return {"seconds": time.perf_counter() - t0, "mb": cache.nbytes / 2 ** 20}
 
 
-def run_config(args, method: str, parts: int, ranks: int = 0, cache_ratio: float = 0.0, written: bool = False) -> dict:
+def run_config(args, method: str, parts: int, ranks: int = 0, cache_ratio: float = 0.0, written: bool = False,
+               remote_rows: str = "exact", feature_dtype: str = "float32") -> dict:
     """One row: ``ranks`` (default: ``parts``) processes over a ``parts``-way folder. ``parts=1`` with 2
-    ranks = two independent whole-graph samplers at once (no RPC): this machine's ceiling for 2 ranks."""
+    ranks = two independent whole-graph samplers at once (no RPC): this machine's ceiling for 2 ranks.
+    ``remote_rows``: the wire format of remote feature rows (``"exact"`` or ``"int8"``); ``feature_dtype``: the
+    folder's stored feature dtype."""
     from pyg_dist.testing import spawn_world
-    root = folder(args, method, parts, cache_ratio, written)
+    root = folder(args, method, parts, cache_ratio, written, feature_dtype)
     ranks = ranks or parts
     opts = {"fanouts": args.fanouts, "batch_size": args.batch_size, "batches": args.batches,
             "warmup": args.warmup, "concurrency": args.concurrency, "mmap": args.mmap,
             "transport": args.transport, "num_partitions": parts, "cache_ratio": cache_ratio,
-            "cache_policy": args.cache_policy, "folder_caches": written, "link_gbps": args.link_gbps}
+            "cache_policy": args.cache_policy, "folder_caches": written, "link_gbps": args.link_gbps,
+            "remote_rows": remote_rows}
     env = {"OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     import bench_dist  # spawned ranks import the function by module name (sys.path[0] = scripts/)
     res = spawn_world(ranks, bench_dist.bench_rank, root, opts, timeout=1800, env=env)
@@ -146,6 +161,10 @@ def run_config(args, method: str, parts: int, ranks: int = 0, cache_ratio: float
     name = method if parts > 1 else ("whole graph" if ranks == 1 else "whole graph each, no RPC")
     if written:
         name += " + topology cache"
+    if remote_rows != "exact":
+        name += f" + {remote_rows} rows"
+    if feature_dtype != "float32":
+        name += f" + {feature_dtype} folder"
     return {"method": name, "ranks": ranks, "bps": total["batches"] / wall,
             "local_nodes": total["nodes_local"] / max(total["nodes_local"] + total["nodes_remote"], 1),
             "local_feats": total["feature_rows_local"]
@@ -193,15 +212,25 @@ def main(argv=None) -> None:
     p.add_argument("--folder-caches", type=float, nargs="*", default=None, metavar="RATIO",
                    help="also rows with caches written by the partitioner (feature + topology, degree policy; 0 s "
                         "fill): for the given ratios, or for every non-zero --cache-ratios value when none is given")
+    p.add_argument("--remote-rows", nargs="+", choices=["exact", "int8"], default=["exact"],
+                   help="wire formats of remote feature rows, one row each per 2-rank configuration (int8: "
+                        "quantised rows, DistNeighborSampler(remote_rows='int8'))")
+    p.add_argument("--feature-dtypes", nargs="+", choices=["float32", "bfloat16", "float16"], default=["float32"],
+                   help="stored feature dtypes of the folders (Partitioner(feature_dtype=...)), one row each per "
+                        "2-rank configuration with exact rows")
     p.add_argument("--repeats", type=int, default=2,
                    help="rounds over all configurations (interleaved, so machine drift hits every row); "
                         "each row reports its median round")
     args = p.parse_args(argv)
     configs = [("random", 1, 1, 0.0, False), ("random", 1, 2, 0.0, False)]
     for m in args.methods:
-        configs += [(m, 2, 2, r, False) for r in args.cache_ratios]
         written = [] if args.folder_caches is None or m == "hybrid" else args.folder_caches or args.cache_ratios
-        configs += [(m, 2, 2, r, True) for r in written if r]
+        for wire in args.remote_rows:
+            configs += [(m, 2, 2, r, False, wire) for r in args.cache_ratios]
+            configs += [(m, 2, 2, r, True, wire) for r in written if r]
+        for dtype in args.feature_dtypes:
+            if dtype != "float32":
+                configs += [(m, 2, 2, r, False, "exact", dtype) for r in args.cache_ratios]
     rounds = [[run_config(args, *c) for c in configs] for _ in range(max(1, args.repeats))]
     rows = [median_row([r[i] for r in rounds]) for i in range(len(configs))]
     for i, row in enumerate(rows):  # each round's ratio to that round's ceiling: drift between rounds cancels

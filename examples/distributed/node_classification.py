@@ -33,6 +33,9 @@ def parse_args(argv=None):
                    help="fill a remote-feature cache at start-up, this fraction of the partition's own feature "
                         "bytes (default: the folder's, if pyg-dist-partition --cache-ratio wrote one)")
     p.add_argument("--cache-policy", choices=["degree", "presample"], default="degree")
+    p.add_argument("--remote-rows", choices=["exact", "int8"], default="exact",
+                   help="how feature rows of other partitions travel: exact, or int8 codes plus a scale and offset "
+                        "per row (~4x fewer bytes; TrainConfig.remote_rows)")
     p.add_argument("--save-model", default=None, help="write the trained model's state_dict here (rank 0)")
     return check_args(p, p.parse_args(argv))
 
@@ -102,7 +105,7 @@ def main(argv=None) -> float:
     torch.manual_seed(args.seed)
     config = TrainConfig(args.partition_dir, num_workers=args.num_workers, cache_ratio=args.cache_ratio,
                          cache_policy=args.cache_policy, cache_num_neighbors=args.num_neighbors,
-                         **checkpoint_config(args))
+                         remote_rows=args.remote_rows, **checkpoint_config(args))
     with dist_session(config) as env:
         meta = env.graph_store.partition_meta
         target = _target(env.feature_store, meta, args.target)

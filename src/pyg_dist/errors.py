@@ -84,6 +84,11 @@ class PeerFailedError(PyGDistError, RuntimeError):
         super().__init__(f"peer {peer} failed during {phase}: {detail}")
 
 
+class QuantisationError(PyGDistError, ValueError):
+    """Rows cannot travel in the quantised wire format (``remote_rows="int8"``: NaN / inf, or a magnitude over
+    ``2**126``), or a quantised reply does not match what was asked (shapes, dtypes, non-finite scales)."""
+
+
 class ServingLimitError(PyGDistError, RuntimeError):
     """An owner refused a request, or could not admit it in time, under one of its serving limits. Names
     the setting (``setting``, an environment variable), its value in force (``limit``) and the request."""

@@ -61,12 +61,27 @@ def rank_share_args(ctx: DistContext, meta, ntype: str) -> Tuple[int, int, Optio
     return ctx.rank % rpp, rpp, bounds
 
 
-def begin(loader, where: str, data: Any, ctx: Optional[DistContext], seed: Optional[int], kwargs: dict):
-    """The first steps of both distributed loaders: checked kwargs and seed, stores and context; sets the
-    loader's ``ctx`` and the seed and rank its batch keys come from. Returns ``(fs, gs, ctx)``."""
+#: The loaders' ``feature_dtype`` default: the ``TrainConfig.feature_dtype`` of a ``DistEnv``, else float32.
+FROM_CONFIG = "auto"
+
+
+def batch_dtype(where: str, value: Any, data: Any) -> Optional[torch.dtype]:
+    """The dtype a loader casts its batches' features to (:data:`FROM_CONFIG`, a dtype or its name, ``None``)."""
+    from pyg_dist.format.precision import BATCH_DTYPES, parse_dtype
+    if isinstance(value, str) and value == FROM_CONFIG:
+        value = getattr(getattr(data, "config", None), "feature_dtype", torch.float32)
+    return parse_dtype(where, "feature_dtype", value, BATCH_DTYPES)
+
+
+def begin(loader, where: str, data: Any, ctx: Optional[DistContext], seed: Optional[int], kwargs: dict,
+          feature_dtype: Any = FROM_CONFIG):
+    """The first steps of both distributed loaders: checked kwargs, seed and ``feature_dtype``, stores and
+    context; sets the loader's ``ctx``, ``feature_dtype`` and the seed and rank its batch keys come from.
+    Returns ``(fs, gs, ctx)``."""
     from pyg_dist.loader import _checks
     _checks.check_loader_kwargs(where, kwargs)
     loader._key_seed = _checks.check_seed(where, seed)
+    loader.feature_dtype = batch_dtype(where, feature_dtype, data)
     fs, gs, ctx = resolve_data(where, data, ctx, kwargs.get("num_workers", 0))
     loader.ctx, loader._key_rank = ctx, ctx.rank
     return fs, gs, ctx
@@ -74,7 +89,7 @@ def begin(loader, where: str, data: Any, ctx: Optional[DistContext], seed: Optio
 
 #: The loader arguments both distributed loaders pass through to ``DistNeighborSampler``.
 SAMPLER_ARGS = ("replace", "subgraph_type", "disjoint", "temporal_strategy", "time_attr", "weight_attr", "directed",
-                "concurrency", "node_attrs", "edge_attrs", "timeout")
+                "concurrency", "node_attrs", "edge_attrs", "timeout", "remote_rows")
 
 
 def make_sampler(where: str, graph_store, feature_store, num_neighbors, neighbor_sampler, args: Mapping[str, Any]):
@@ -85,7 +100,10 @@ def make_sampler(where: str, graph_store, feature_store, num_neighbors, neighbor
     from pyg_dist.loader import _checks
     from pyg_dist.sampler.dist_neighbor import DistNeighborSampler
     _checks.check_num_neighbors(where, num_neighbors)
-    return DistNeighborSampler(graph_store, feature_store, num_neighbors, **{k: args[k] for k in SAMPLER_ARGS})
+    kw = {k: args[k] for k in SAMPLER_ARGS}
+    if isinstance(kw["remote_rows"], str) and kw["remote_rows"] == FROM_CONFIG:  # a DistEnv's TrainConfig, or exact
+        kw["remote_rows"] = getattr(getattr(args.get("data"), "config", None), "remote_rows", "exact")
+    return DistNeighborSampler(graph_store, feature_store, num_neighbors, **kw)
 
 
 class DistLoaderMixin:

@@ -102,9 +102,11 @@ class DistLinkNeighborLoader(dist_base.DistLoaderMixin, KeyedLinkBatches, LinkLo
         transform / transform_sampler_output / filter_per_worker: As PyG's.
         is_sorted: Accepted for PyG compatibility; partitions are always sorted.
         neighbor_sampler: A ready :class:`~pyg_dist.sampler.dist_neighbor.DistNeighborSampler`.
-        ctx, seed_split, shuffle_seed, seed, concurrency, node_attrs, edge_attrs, timeout, rpc_port: As
-            :class:`~pyg_dist.loader.dist_node_loader.DistNeighborLoader` (``seed_split="rank"``:
+        ctx, seed_split, shuffle_seed, seed, concurrency, node_attrs, edge_attrs, timeout, rpc_port, feature_dtype:
+            As :class:`~pyg_dist.loader.dist_node_loader.DistNeighborLoader` (``seed_split="rank"``:
             ``edge_label_index`` is this rank's own seed list, kept whole).
+        remote_rows: As :class:`~pyg_dist.loader.dist_node_loader.DistNeighborLoader` (``"exact"``, ``"int8"``
+            or ``"auto"``: the ``TrainConfig.remote_rows`` of a ``DistEnv``).
         **kwargs: ``DataLoader`` arguments (``batch_size``, ``shuffle``, ``drop_last``, ``num_workers``).
 
     Example:
@@ -123,12 +125,14 @@ class DistLinkNeighborLoader(dist_base.DistLoaderMixin, KeyedLinkBatches, LinkLo
                  is_sorted: bool = False, filter_per_worker: Optional[bool] = None, neighbor_sampler: Any = None,
                  directed: bool = True, *, ctx=None, seed_split: str = "balanced", shuffle_seed: Optional[int] = 0,
                  seed: Optional[int] = None, concurrency: int = 1, node_attrs=None, edge_attrs=None,
-                 timeout: Optional[float] = None, rpc_port: Optional[int] = None, **kwargs):
+                 timeout: Optional[float] = None, rpc_port: Optional[int] = None,
+                 feature_dtype: Optional[Union[str, torch.dtype]] = dist_base.FROM_CONFIG,
+                 remote_rows: str = dist_base.FROM_CONFIG, **kwargs):
         if time_attr is not None and not isinstance(time_attr, str):
             raise InvalidArgumentError(_WHERE, "time_attr", time_attr, "None or an attribute name")
         if edge_label_time is not None and time_attr is None:
             raise InvalidArgumentError(_WHERE, "edge_label_time", "<tensor>", "None unless time_attr is set")
-        fs, gs, ctx = dist_base.begin(self, _WHERE, data, ctx, seed, kwargs)
+        fs, gs, ctx = dist_base.begin(self, _WHERE, data, ctx, seed, kwargs, feature_dtype)
         meta = gs.partition_meta
         et, index = _edge_type(meta, edge_label_index)
         neg = resolve_neg_sampling(neg_sampling, None if neg_sampling_ratio in (None, 0.0) else neg_sampling_ratio)
@@ -159,5 +163,5 @@ class DistLinkNeighborLoader(dist_base.DistLoaderMixin, KeyedLinkBatches, LinkLo
         if self.transform_sampler_output:
             out = self.transform_sampler_output(out)
         triplet = self.neg_sampling is not None and self.neg_sampling.is_triplet()
-        data = link_batch(out, self.input_data.input_type, triplet)
+        data = link_batch(out, self.input_data.input_type, triplet, feature_dtype=self.feature_dtype)
         return data if self.transform is None else self.transform(data)

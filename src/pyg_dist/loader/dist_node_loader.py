@@ -123,6 +123,15 @@ class DistNeighborLoader(dist_base.DistLoaderMixin, KeyedNodeBatches, NodeLoader
         concurrency / node_attrs / edge_attrs / timeout: Passed to the sampler.
         rpc_port: Rendezvous port of this loader's worker RPC world (``num_workers > 0``; default
             ``ctx.rpc_port + loader index``, or a free port when that one is taken).
+        feature_dtype: The dtype batches carry their features in (floating attributes except ``y``,
+            ``edge_label``, ``edge_weight`` and times: :mod:`pyg_dist.format.precision`): ``torch.float32``,
+            ``torch.bfloat16``, ``torch.float16``, ``torch.float64`` or a name; ``None`` keeps the folder's
+            stored dtype. Rows travel and are cached in the stored dtype and are cast once per batch, where it
+            is built (``filter_fn``). Default ``"auto"``: the ``TrainConfig.feature_dtype`` of a ``DistEnv``
+            ``data`` (``float32`` unless set), else ``float32``.
+        remote_rows: How feature rows of other partitions travel: ``"exact"`` or ``"int8"`` (quantised, within
+            ``scale / 2`` plus float32 rounding per element: :mod:`pyg_dist.store.quant`); passed to the sampler.
+            Default ``"auto"``: the ``TrainConfig.remote_rows`` of a ``DistEnv`` ``data``, else ``"exact"``.
         **kwargs: ``DataLoader`` arguments (``batch_size``, ``shuffle``, ``drop_last``,
             ``num_workers``: workers join RPC and are kept alive, ``persistent_workers`` must not be
             ``False``).
@@ -142,9 +151,11 @@ class DistNeighborLoader(dist_base.DistLoaderMixin, KeyedNodeBatches, NodeLoader
                  is_sorted: bool = False, filter_per_worker: Optional[bool] = None, neighbor_sampler: Any = None,
                  directed: bool = True, *, ctx=None, seed_split: str = "balanced", shuffle_seed: Optional[int] = 0,
                  seed: Optional[int] = None, concurrency: int = 1, node_attrs=None, edge_attrs=None,
-                 timeout: Optional[float] = None, rpc_port: Optional[int] = None, **kwargs):
+                 timeout: Optional[float] = None, rpc_port: Optional[int] = None,
+                 feature_dtype: Optional[Union[str, torch.dtype]] = dist_base.FROM_CONFIG,
+                 remote_rows: str = dist_base.FROM_CONFIG, **kwargs):
         _checks.check_time_args(_WHERE, "input_time", input_time, time_attr, both=False)
-        fs, gs, ctx = dist_base.begin(self, _WHERE, data, ctx, seed, kwargs)
+        fs, gs, ctx = dist_base.begin(self, _WHERE, data, ctx, seed, kwargs, feature_dtype)
         meta = gs.partition_meta
         ntype, spec = _node_input(_WHERE, meta, input_nodes)
         items = owned_node_seeds(_WHERE, fs, gs, ntype, spec, input_time, owned_only=seed_split != "rank")
@@ -167,5 +178,5 @@ class DistNeighborLoader(dist_base.DistLoaderMixin, KeyedNodeBatches, NodeLoader
         """Builds the ``Data`` / ``HeteroData`` batch from the sample and its fetched rows."""
         if self.transform_sampler_output:
             out = self.transform_sampler_output(out)
-        data = node_batch(out, self.input_data.input_type)
+        data = node_batch(out, self.input_data.input_type, feature_dtype=self.feature_dtype)
         return data if self.transform is None else self.transform(data)

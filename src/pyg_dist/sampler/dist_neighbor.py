@@ -29,6 +29,7 @@ from pyg_dist.sampler.links import LinkMetadata, TripletMetadata
 from pyg_dist.sampler.messages import ONE_HOP_OP, DistLinkMetadata, DistNodeMetadata, DistTripletMetadata, FeatureBatch
 from pyg_dist.sampler.output import TypedSample
 from pyg_dist.sampler.stats import SamplerStats, remote_count
+from pyg_dist.store.quant import check_remote_rows
 
 _WHERE = "DistNeighborSampler"
 #: ``time_attr`` values and the level they select (the partition folder's attribute names).
@@ -119,6 +120,11 @@ class DistNeighborSampler(SamplerBase):
             where the folder has them).
         timeout: Seconds per remote call (default: the failure bound, :mod:`pyg_dist.timeouts`).
         stats: A :class:`SamplerStats` to count into (default: no counting).
+        remote_rows: How feature rows owned by other partitions travel: ``"exact"`` (default) or ``"int8"``
+            (opt-in: floating feature rows such as ``x`` / ``edge_attr`` as int8 codes with a float32 scale and
+            offset per row, ~4x fewer bytes for float32; each element within ``scale / 2`` of its value, ``scale =
+            (max - min) / 255`` over its row, plus float32 rounding: :mod:`pyg_dist.store.quant`). Local and
+            cached rows, labels, masks, ids and times stay exact.
 
     Example:
         >>> graph, feats = load_stores("/tmp/demo-2", ctx=ctx)                     # doctest: +SKIP
@@ -136,7 +142,7 @@ class DistNeighborSampler(SamplerBase):
                  time_attr: Optional[str] = None, weight_attr: Optional[str] = None, directed: bool = True,
                  backend: str = "auto", concurrency: int = 1, fetch_features: bool = True,
                  node_attrs: Optional[Sequence[str]] = None, edge_attrs: Optional[Sequence[str]] = None,
-                 timeout: Optional[float] = None, stats: Optional[SamplerStats] = None):
+                 timeout: Optional[float] = None, stats: Optional[SamplerStats] = None, remote_rows: str = "exact"):
         meta = _check_graph_store(graph_store).partition_meta
         self._check_feature_store(graph_store, feature_store, fetch_features)
         subgraph_type = check_sampling_args(_WHERE, num_neighbors, subgraph_type, temporal_strategy, directed)
@@ -152,6 +158,7 @@ class DistNeighborSampler(SamplerBase):
         self.time_attr, self.weight_attr = time_attr, weight_attr
         self.concurrency = check_positive_int(_WHERE, "concurrency", concurrency)
         self.fetch_features, self.stats, self.timeout = bool(fetch_features), stats, float(timeout)
+        self.remote_rows = check_remote_rows(_WHERE, remote_rows)
         self._set_sampling(num_neighbors, subgraph_type, replace, disjoint, temporal_strategy,
                            _time_level(meta, time_attr), _weighted(meta, weight_attr),
                            resolve_backend(backend, None, _WHERE), self.timeout)
@@ -229,7 +236,7 @@ class DistNeighborSampler(SamplerBase):
     async def fetch_features_async(self, node: Dict[NodeType, Tensor], edge=None) -> FeatureBatch:
         """Coroutine of :meth:`lookup_rows` (attributes chosen at construction)."""
         return await features.fetch_features_async(self.feature_store, node, edge or {}, self._node_attrs,
-                                                   self._edge_attrs, self.stats)
+                                                   self._edge_attrs, self.stats, self.remote_rows)
 
     async def _hops(self, seed, seed_time, key: int) -> TypedSample:
         return await sample_hops(self._graph, self._options, seed, seed_time, key, self.stats)

@@ -1,6 +1,7 @@
 """The feature round of a batch: node rows (``x``, ``y``, ``time``) and edge rows (``edge_attr``,
 ``edge_time``) for every sampled node and edge, ONE request per remote partition for all types and
 attributes together (through the feature store's ``lookup_many_async``), local rows read meanwhile.
+``remote_rows="int8"`` (opt-in) asks the owners for quantised feature rows (:mod:`pyg_dist.store.quant`).
 """
 from __future__ import annotations
 
@@ -28,8 +29,9 @@ def attrs_per_group(feature_store, groups, wanted: Sequence[str]) -> Dict:
     return out
 
 
-def _record(stats: SamplerStats, ids: Dict, plan, out: Dict) -> None:
-    """Counts one feature round from its lookup plan: rows read here, from the cache, and fetched."""
+def _record(stats: SamplerStats, ids: Dict, plan, out: Dict, received: Optional[int] = None) -> None:
+    """Counts one feature round from its lookup plan: rows read here, from the cache, and fetched; the bytes
+    received are ``received`` (the replies' tensor bytes as they travelled) when known, else the asked rows'."""
     stats.feature_requests += len(plan.requests)
     for i, g in enumerate(ids):
         remote, cached = plan.remote_rows(i), plan.cached_rows(i)
@@ -37,14 +39,17 @@ def _record(stats: SamplerStats, ids: Dict, plan, out: Dict) -> None:
         stats.feature_rows_cached += cached
         stats.feature_rows_local += ids[g].numel() - remote - cached
         asked = plan.asked_rows(i)  # the wire carries each distinct id (and its row) once
-        stats.bytes_received += asked * sum(v[0].numel() * v.element_size() for v in out[g].values() if v.numel())
+        if received is None:
+            stats.bytes_received += asked * sum(v[0].numel() * v.element_size() for v in out[g].values() if v.numel())
         stats.bytes_sent += 8 * asked
+    if received is not None:
+        stats.bytes_received += received
 
 
 async def fetch_features_async(feature_store, node: Dict[NodeType, Tensor], edge: Dict[EdgeType, Tensor],
                                node_attrs: Dict[NodeType, Sequence[str]],
                                edge_attrs: Dict[EdgeType, Sequence[str]],
-                               stats: Optional[SamplerStats] = None) -> FeatureBatch:
+                               stats: Optional[SamplerStats] = None, remote_rows: str = "exact") -> FeatureBatch:
     """Rows of the batch's nodes and edges, in the order of ``node[t]`` / ``edge[et]``.
 
     Args:
@@ -54,16 +59,19 @@ async def fetch_features_async(feature_store, node: Dict[NodeType, Tensor], edge
         node_attrs: Per node type, the attributes to fetch (from :func:`attrs_per_group`).
         edge_attrs: Per edge type, the attributes to fetch (from :func:`attrs_per_group`).
         stats: Counters to update, or ``None``.
+        remote_rows: Wire format of the rows other partitions send: ``"exact"`` or ``"int8"`` (quantised
+            floating feature rows, within the bound of :mod:`pyg_dist.store.quant`; local and cached rows exact).
     """
     ids: Dict[Union[NodeType, EdgeType], Tensor] = {t: v for t, v in node.items() if t in node_attrs}
     ids.update({et: v for et, v in edge.items() if et in edge_attrs and v is not None})
     names = {g: list(node_attrs[g]) if isinstance(g, str) else list(edge_attrs[g]) for g in ids}
     if not ids:
         return FeatureBatch()
-    fut = feature_store.lookup_many_async(ids, names)
+    fut = feature_store.lookup_many_async(ids, names, **({} if remote_rows == "exact" else
+                                                         {"remote_rows": remote_rows}))
     out = await fut
     if stats is not None and fut.plan is not None:
-        _record(stats, ids, fut.plan, out)
+        _record(stats, ids, fut.plan, out, getattr(fut, "received_bytes", None))
     return FeatureBatch(node={g: v for g, v in out.items() if isinstance(g, str)},
                         edge={g: v for g, v in out.items() if not isinstance(g, str)})
 

@@ -183,13 +183,15 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
         return None
 
     def lookup_many_async(self, ids: Mapping[Any, Any], attr_names: Mapping[Any, Sequence[str]],
-                          timeout: Optional[float] = None) -> lookup.LookupFuture:
+                          timeout: Optional[float] = None, remote_rows: str = "exact") -> lookup.LookupFuture:
         """Several groups in one round: at most one request per remote partition.
 
         Args:
             ids: Group (node type or edge type; typed keys such as ``"_N"`` work) -> global ids.
             attr_names: Group -> attribute names (every group of ``ids`` needs an entry).
             timeout: Seconds per remote call.
+            remote_rows: ``"exact"`` or ``"int8"``: the wire format of rows other partitions send
+                (:mod:`pyg_dist.store.quant`; local and cached rows are always exact).
 
         Returns:
             A :class:`~pyg_dist.store.lookup.LookupFuture` resolving to ``{group: {name: tensor}}``
@@ -215,7 +217,7 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
             queries.append(lookup.FeatureQuery(group, names, *checked))
         finish = lambda outs: dict(zip(keys, outs))  # noqa: E731
         return lookup.start_lookup(self.book, self.partition, self._serve_column, queries, finish,
-                                   lookup.check_timeout(where, timeout), self._cache)
+                                   lookup.check_timeout(where, timeout), self._cache, remote_rows)
 
     # ------------------------------------------------------------------ remote-feature cache
     @property

@@ -12,6 +12,10 @@ A request asks each distinct id once, in increasing order (:func:`~pyg_dist.stor
 the wire and the owner's gather are bounded by the distinct ids; the plan's :class:`Expansion` puts each
 answer row at every position that asked for it. The owner's side is :mod:`pyg_dist.store.serving`.
 
+Wire format: ``remote_rows="exact"`` (default) or ``"int8"`` (opt-in: floating feature rows of other partitions
+as int8 codes plus a scale and offset per row, decoded into the output on arrival; within
+``scale / 2`` plus float32 rounding per element; :mod:`pyg_dist.store.quant`). Local and cached rows are exact.
+
 Example (one partition: everything is local, no RPC needed):
     >>> import torch
     >>> from pyg_dist.format import PartitionBook
@@ -24,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import math
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -35,6 +38,7 @@ from torch import Tensor
 from pyg_dist._types import EdgeType, NodeType
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
 from pyg_dist.ops.rows import copy_rows
+from pyg_dist.store import quant
 from pyg_dist.store.buffers import empty_rows, gather_rows
 from pyg_dist.store.limits import reply_max_bytes
 from pyg_dist.store.routing import (
@@ -73,11 +77,13 @@ class FeatureQuery:
 @dataclass(frozen=True)
 class LookupRequest:
     """What one partition asks another: the queries (only ids that partition owns; each id once, in
-    increasing order, when a :class:`LookupPlan` built it), and the seconds the caller waits (``None``:
-    the owner's call timeout), which bound the owner's wait for room to serve it."""
+    increasing order, when a :class:`LookupPlan` built it), the seconds the caller waits (``None``:
+    the owner's call timeout), which bound the owner's wait for room to serve it, and the wire format of
+    the reply's rows (``remote_rows``: ``"exact"``, or ``"int8"``: :mod:`pyg_dist.store.quant`)."""
     partition: int
     queries: Tuple[FeatureQuery, ...]
     timeout: Optional[float] = None
+    remote_rows: str = "exact"
 
 
 @dataclass(frozen=True)
@@ -86,9 +92,10 @@ class LookupReply:
     increasing id order, as a list of consecutive chunks of at most ``CHUNK_BYTES`` each (see
     :func:`pyg_dist.store.serving.serve_request`). ``index[i]`` is ``None`` when query ``i`` named each id
     once in increasing order; else (the owner de-duplicated it) the answer row of each requested id:
-    ``torch.cat(values[i][name])[index[i]]`` are the rows in the requested order."""
+    ``torch.cat(values[i][name])[index[i]]`` are the rows in the requested order. With ``remote_rows="int8"``
+    the chunks of quantised attributes are :class:`~pyg_dist.store.quant.QuantRows`."""
     partition: int
-    values: List[Dict[str, List[Tensor]]]
+    values: List[Dict[str, List[Any]]]
     index: Optional[List[Optional[Tensor]]] = None
 
 
@@ -123,7 +130,8 @@ class LookupPlan:
         return 0 if hit is None else hit[0].numel()
 
 
-def plan_lookup(book, part: int, queries: Sequence[FeatureQuery], cache=None) -> LookupPlan:
+def plan_lookup(book, part: int, queries: Sequence[FeatureQuery], cache=None, remote_rows: str = "exact"
+                ) -> LookupPlan:
     """Routes every query; builds one :class:`LookupRequest` per remote partition (pure but for the
     cache's hit counters).
 
@@ -133,6 +141,7 @@ def plan_lookup(book, part: int, queries: Sequence[FeatureQuery], cache=None) ->
         queries: The queries, ids already validated as 1-D int64.
         cache: A :class:`~pyg_dist.store.cache.FeatureCache`: remote-owned ids it holds (for every
             attribute of the query) are answered from it and never requested.
+        remote_rows: The wire format every request asks for (``"exact"`` or ``"int8"``).
     """
     routes = [route_ids(book, part, q.group, q.ids, id_range=q.id_range) for q in queries]
     cached: List[Optional[Tuple[Tensor, Tensor]]] = [None] * len(routes)
@@ -141,7 +150,7 @@ def plan_lookup(book, part: int, queries: Sequence[FeatureQuery], cache=None) ->
             if routes[i].remote and cache.covers(q.group, q.attr_names):
                 routes[i], cached[i] = _split_cached(cache, q, routes[i])
     shares, slots = group_by_partition(routes, lambda qi, pos: _share(queries[qi], pos))
-    requests = {p: LookupRequest(p, tuple(q for q, _ in qs)) for p, qs in shares.items()}
+    requests = {p: LookupRequest(p, tuple(q for q, _ in qs), remote_rows=remote_rows) for p, qs in shares.items()}
     expand = {p: {qi: e for qi, (_, e) in zip(slots[p], qs)} for p, qs in shares.items()}
     return LookupPlan(part, routes, requests, slots, cached, expand)
 
@@ -158,7 +167,7 @@ def split_request(req: LookupRequest, row_bytes: Sequence[int], max_bytes: int, 
 
     Args:
         req: A plan's request.
-        row_bytes: Reply bytes per id of each query (all its attributes).
+        row_bytes: Reply bytes per id of each query (all its attributes, in the request's wire format).
         max_bytes: The reply limit.
         timeout: Written into every piece.
 
@@ -180,7 +189,7 @@ def split_request(req: LookupRequest, row_bytes: Sequence[int], max_bytes: int, 
         while start < n:
             fit = left // b if subs else max(1, left // b)
             if fit <= 0:  # full: the next piece
-                pieces.append((LookupRequest(req.partition, tuple(subs), timeout), where, spans))
+                pieces.append((LookupRequest(req.partition, tuple(subs), timeout, req.remote_rows), where, spans))
                 subs, where, spans, left = [], [], [], max_bytes
                 continue
             end = min(n, start + fit)
@@ -190,7 +199,7 @@ def split_request(req: LookupRequest, row_bytes: Sequence[int], max_bytes: int, 
             left -= (end - start) * b
             start = end
     if subs:
-        pieces.append((LookupRequest(req.partition, tuple(subs), timeout), where, spans))
+        pieces.append((LookupRequest(req.partition, tuple(subs), timeout, req.remote_rows), where, spans))
     return pieces
 
 
@@ -223,6 +232,7 @@ class _Pending:
     future: Any  # pyg_dist.rpc.RpcFuture
     slots: List[int]
     spans: Optional[List[Tuple[int, int]]] = None
+    remote_rows: str = "exact"
 
 
 class LookupFuture:
@@ -240,6 +250,7 @@ class LookupFuture:
         self._finish: Optional[Callable[[List[Dict[str, Tensor]]], Any]] = finish
         self._out, self._pending = out, pending
         self._result: Any = None
+        self._received = 0
         self._done = not pending
         if self._done:
             self._result = finish(out)
@@ -249,13 +260,19 @@ class LookupFuture:
         """A lookup answered entirely from local rows."""
         fut = cls.__new__(cls)
         fut._plan, fut._out, fut._pending, fut._finish = None, [], [], None
-        fut._result, fut._done = result, True
+        fut._result, fut._done, fut._received = result, True, 0
         return fut
 
     @property
     def plan(self) -> Optional[LookupPlan]:
         """The routing of this lookup (``None`` for one answered on the local fast path)."""
         return self._plan
+
+    @property
+    def received_bytes(self) -> int:
+        """Tensor bytes of the replies received (as they travelled: int8 rows count their codes, scales and
+        offsets); 0 until complete."""
+        return self._received
 
     def done(self) -> bool:
         """True when every remote reply has arrived."""
@@ -284,6 +301,7 @@ class LookupFuture:
         assert self._plan is not None and self._finish is not None  # a pending future has both
         for p, reply in zip(self._pending, replies):
             _scatter(self._plan, self._out, p, reply)
+            self._received += quant.reply_bytes(reply)
         self._pending, self._done = [], True
         self._result = self._finish(self._out)
 
@@ -298,20 +316,8 @@ def _scatter(plan: LookupPlan, out: List[Dict[str, Tensor]], p: _Pending, reply:
         start, end = p.spans[j] if p.spans is not None else (0, expansion.rows)
         pos, index = expansion.span(start, end)
         for name, dst in list(out[qi].items()):
-            chunks = _check_chunks(p.partition, name, values.get(name), dst, end - start)
+            chunks = quant.check_chunks(p.partition, name, values.get(name), dst, end - start, p.remote_rows)
             out[qi][name] = scatter_row_chunks(dst, pos, chunks, index)
-
-
-def _check_chunks(partition: int, name: str, chunks: Any, dst: Tensor, rows: int) -> List[Tensor]:
-    """``chunks`` when it is a list of tensors holding ``rows`` rows shaped like ``dst``'s, else PyGDistError."""
-    ok = isinstance(chunks, list) and all(isinstance(c, Tensor) and c.dtype == dst.dtype and c.dim() == dst.dim()
-                                          and c.shape[1:] == dst.shape[1:] for c in chunks)
-    if not ok or sum(c.size(0) for c in chunks) != rows:
-        got = None if not isinstance(chunks, list) else [(getattr(c, "dtype", type(c)), tuple(getattr(c, "shape", ())))
-                                                         for c in chunks[:3]]
-        raise PyGDistError(f"partition {partition} answered attribute {name!r} with {got}; expected {rows} rows "
-                           f"of {dst.dtype} {tuple(dst.shape[1:])} (do the partitions come from the same folder?)")
-    return chunks
 
 
 def gather_local(route: Route, col: Tensor) -> Tensor:
@@ -325,7 +331,7 @@ def gather_local(route: Route, col: Tensor) -> Tensor:
 
 def start_lookup(book, part: int, column: Callable[[Group, str], Tensor], queries: Sequence[FeatureQuery],
                  finish: Callable[[List[Dict[str, Tensor]]], Any], timeout: Optional[float] = None,
-                 cache=None) -> LookupFuture:
+                 cache=None, remote_rows: str = "exact") -> LookupFuture:
     """Plans, issues every remote request, gathers local rows, and returns the pending lookup.
 
     Args:
@@ -336,28 +342,28 @@ def start_lookup(book, part: int, column: Callable[[Group, str], Tensor], querie
         finish: Turns the per-query dicts into the caller's result (runs once, when complete).
         timeout: Seconds per remote call (default: ``init_rpc``'s ``call_timeout``).
         cache: The store's :class:`~pyg_dist.store.cache.FeatureCache`, or ``None``.
+        remote_rows: Wire format of the remote rows: ``"exact"`` or ``"int8"`` (:mod:`pyg_dist.store.quant`;
+            local and cached rows stay exact).
     """
     from pyg_dist import rpc  # local import: the store module stays importable without an RPC world
 
-    plan = plan_lookup(book, part, queries, cache)
+    plan = plan_lookup(book, part, queries, cache, quant.check_remote_rows("lookup", remote_rows))
     pending = []
     for p, req in plan.requests.items():  # every remote call first ...
         for piece, where, spans in _pieces(req, column, timeout):
             pending.append(_Pending(p, rpc.call_async(p, LOOKUP_OP, piece, timeout=timeout),
-                                    [plan.slots[p][k] for k in where], spans))
+                                    [plan.slots[p][k] for k in where], spans, remote_rows))
     out = [{name: _gather_here(route, column(q.group, name), hit, cache, q.group, name) for name in q.attr_names}
            for q, route, hit in zip(queries, plan.routes, plan.cached)]  # ... local and cached rows meanwhile
     return LookupFuture(plan, out, pending, finish)
 
 
 def _pieces(req: LookupRequest, column: Callable[[Group, str], Tensor], timeout: Optional[float]):
-    """``req`` split by the reply limit (:func:`split_request`); row sizes from the local columns."""
-    row_bytes = [sum(_row_bytes(column(q.group, name)) for name in q.attr_names) for q in req.queries]
+    """``req`` split by the reply limit (:func:`split_request`); row sizes (in the request's wire format) from
+    the local columns."""
+    row_bytes = [sum(quant.wire_row_bytes(column(q.group, name), name, req.remote_rows) for name in q.attr_names)
+                 for q in req.queries]
     return split_request(req, row_bytes, reply_max_bytes(), timeout)
-
-
-def _row_bytes(col: Tensor) -> int:
-    return math.prod(col.shape[1:]) * col.element_size()
 
 
 def _gather_here(route: Route, col: Tensor, hit, cache, group, name: str) -> Tensor:

@@ -28,6 +28,7 @@ from pyg_dist.errors import PyGDistError
 
 if TYPE_CHECKING:
     from pyg_dist.ops import OneHop
+    from pyg_dist.store.quant import Chunk
 
 T = TypeVar("T")
 
@@ -176,25 +177,29 @@ def segment_pieces(route: Route, local: OneHop, remote: Mapping[int, OneHop]) ->
     return pieces
 
 
-def scatter_row_chunks(out: Tensor, pos: Tensor, chunks: Sequence[Tensor], index: Optional[Tensor] = None) -> Tensor:
+def scatter_row_chunks(out: Tensor, pos: Tensor, chunks: Sequence[Chunk], index: Optional[Tensor] = None) -> Tensor:
     """Fixed-width rows back in input order: consecutive ``chunks`` of rows go to positions ``pos`` of
     ``out``; with ``index`` (nondecreasing, one per position) position ``pos[i]`` takes row ``index[i]`` of
-    the chunks (an answer for distinct ids, see :func:`distinct_sorted`). Returns ``out`` (or the single
-    chunk itself when it covers every position in order)."""
-    from pyg_dist.ops.rows import copy_rows
-    if index is None and len(chunks) == 1 and pos.numel() == out.size(0) and _increasing(pos):
+    the chunks (an answer for distinct ids, see :func:`distinct_sorted`). A chunk is a tensor of rows or
+    int8 rows (:class:`~pyg_dist.store.quant.QuantRows`, decoded on the way). Returns ``out`` (or the single
+    tensor chunk itself when it covers every position in order)."""
+    from pyg_dist.store.quant import chunk_rows, place_chunk
+    if index is None and len(chunks) == 1 and isinstance(chunks[0], Tensor) and pos.numel() == out.size(0) \
+            and _increasing(pos):
         return chunks[0]  # the whole answer, in order: no copy
     start = 0
     if index is None:
         for chunk in chunks:
-            copy_rows(out, pos[start:start + chunk.size(0)], chunk)
-            start += chunk.size(0)
+            n = chunk_rows(chunk)
+            place_chunk(out, pos[start:start + n], chunk)
+            start += n
         return out
-    ends = torch.searchsorted(index, torch.tensor([c.size(0) for c in chunks]).cumsum(0)).tolist()
+    sizes = [chunk_rows(c) for c in chunks]
+    ends = torch.searchsorted(index, torch.tensor(sizes).cumsum(0)).tolist()
     cut = 0  # the positions each chunk fills: index is nondecreasing
-    for chunk, end in zip(chunks, ends):
-        copy_rows(out, pos[cut:end], chunk, index[cut:end] - start)
-        cut, start = end, start + chunk.size(0)
+    for chunk, n, end in zip(chunks, sizes, ends):
+        place_chunk(out, pos[cut:end], chunk, index[cut:end] - start)
+        cut, start = end, start + n
     return out
 
 

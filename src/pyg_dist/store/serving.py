@@ -10,6 +10,10 @@ within bounds, whatever the peer asks.
   by the same setting, so no legitimate one is refused.
 * **Budget.** The reply's bytes wait for room under ``$PYG_DIST_SERVE_BUDGET_MB`` before the gather and
   count until the RPC layer has sent them (:class:`~pyg_dist.store.limits.ByteBudget`).
+* **Wire format.** ``req.remote_rows="int8"`` (opt-in) sends each quantised attribute's rows as int8 codes
+  plus a float32 scale and offset per row, encoded straight from the column (:mod:`pyg_dist.store.quant`);
+  the cap, the budget and the chunks count those wire bytes. A row that cannot be encoded (NaN / inf)
+  is refused with :class:`~pyg_dist.errors.QuantisationError`.
 * **Chunks.** Rows go out as chunks of at most :data:`CHUNK_BYTES`, gathered into buffers the store's
   reply pool recycles once sent (a :class:`~pyg_dist.store.buffers.BufferPool` bounded by the budget,
   plus an eighth). Without it the heap itself grows: with ``dist_session``'s allocator tuning (one arena,
@@ -31,13 +35,14 @@ Example (no budget: a unit call; a store serves with its own):
 from __future__ import annotations
 
 import math
-from typing import Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from pyg_dist.errors import PyGDistError
+from pyg_dist.store import quant
 from pyg_dist.store.buffers import BufferPool, gather_rows
 from pyg_dist.store.limits import ByteBudget, check_reply_size, serve_budget_bytes
 from pyg_dist.store.lookup import FeatureQuery, Group, LookupReply, LookupRequest
@@ -66,14 +71,17 @@ def serve_request(book, part: int, column: Callable[[Group, str], Tensor], req: 
             partition does not own (the two processes disagree about the folder).
         ServingLimitError: the reply would be over ``$PYG_DIST_REPLY_MAX_MB``, or found no room under
             ``$PYG_DIST_SERVE_BUDGET_MB`` within the request's timeout.
+        QuantisationError: ``remote_rows="int8"`` and a row holds NaN / inf (names the attribute and global id).
     """
     if not isinstance(req, LookupRequest) or req.partition != part:
         raise PyGDistError(f"lookup request for partition {getattr(req, 'partition', req)!r} reached the store "
                            f"of partition {part} (is every process serving the partition its context names?)")
+    mode = _remote_rows(req, part)
     asked = [_distinct_rows(book, part, q) for q in req.queries]
     rows = sum(r.numel() for r, _ in asked)
-    nbytes = sum(r.numel() * _row_bytes(column(q.group, name)) for q, (r, _) in zip(req.queries, asked)
-                 for name in q.attr_names) + sum(8 * i.numel() for _, i in asked if i is not None)
+    nbytes = sum(r.numel() * quant.wire_row_bytes(column(q.group, name), name, mode)
+                 for q, (r, _) in zip(req.queries, asked) for name in q.attr_names) + \
+        sum(8 * i.numel() for _, i in asked if i is not None)
     check_reply_size(part, nbytes, rows)
     hold, limit = None, serve_budget_bytes()
     if pool is not None:
@@ -81,16 +89,16 @@ def serve_request(book, part: int, column: Callable[[Group, str], Tensor], req: 
     if budget is not None and nbytes:
         hold = budget.acquire(nbytes, limit, _wait_bound(req), f"partition {part}'s lookup reply ({rows} rows)")
     try:
-        values = [{name: _gather_chunks(column(q.group, name), r, pool) for name in q.attr_names}
-                  for q, (r, _) in zip(req.queries, asked)]
+        values = [{name: _chunks(book, part, q.group, name, column(q.group, name), r, pool, mode)
+                   for name in q.attr_names} for q, (r, _) in zip(req.queries, asked)]
     except BaseException:
         if hold is not None:
             hold.release()
         raise
     index = [i for _, i in asked]
     if hold is not None:  # in flight until the RPC layer has sent (and dropped) every tensor of the reply
-        hold.release_when_freed([c for v in values for chunks in v.values() for c in chunks] +
-                                [i for i in index if i is not None])
+        hold.release_when_freed([t for v in values for chunks in v.values() for c in chunks
+                                 for t in quant.chunk_tensors(c)] + [i for i in index if i is not None])
     return LookupReply(part, values, index if any(i is not None for i in index) else None)
 
 
@@ -126,14 +134,32 @@ def _wait_bound(req: LookupRequest) -> float:
     return call_timeout()
 
 
-def _row_bytes(col: Tensor) -> int:
-    return math.prod(col.shape[1:]) * col.element_size()
+def _remote_rows(req: LookupRequest, part: int) -> str:
+    """The wire format a request asks for (``"exact"`` for requests that name none)."""
+    mode = getattr(req, "remote_rows", "exact")
+    if not isinstance(mode, str) or mode not in quant.REMOTE_ROWS:
+        raise PyGDistError(f"partition {part} got a lookup request for rows in the wire format {mode!r}; it "
+                           f"serves {list(quant.REMOTE_ROWS)} (do all processes run the same pyg_dist?)")
+    return mode
 
 
-def _gather_chunks(col: Tensor, rows: Tensor, pool: Optional[BufferPool] = None) -> List[Tensor]:
-    """``col[rows]`` as consecutive chunks of at most :data:`CHUNK_BYTES` (each on its own storage)."""
-    step = max(1, CHUNK_BYTES // max(1, _row_bytes(col)))
-    return [gather_rows(col, rows[i:i + step], pool) for i in range(0, max(rows.numel(), 1), step)]
+def _chunks(book, part: int, group: Group, name: str, col: Tensor, rows: Tensor, pool: Optional[BufferPool],
+            mode: str) -> List[Any]:
+    """``col[rows]`` (attribute ``name``) in wire format ``mode``, as consecutive chunks of at most
+    :data:`CHUNK_BYTES` of wire bytes, each on its own storage: tensors of rows, or (int8, quantised attributes)
+    :class:`~pyg_dist.store.quant.QuantRows` encoded straight from ``col``, whose refusals name this partition,
+    the attribute and the row's global id."""
+    step = max(1, CHUNK_BYTES // max(1, quant.wire_row_bytes(col, name, mode)))
+    spans = [rows[i:i + step] for i in range(0, max(rows.numel(), 1), step)]
+    if mode == "exact" or not quant.quantised(name, col.dtype, col.shape[1:]):
+        return [gather_rows(col, r, pool) for r in spans]
+    what = f"partition {part} cannot send {name!r} of {group!r} as int8 rows"
+    out = []
+    for r in spans:
+        codes = None if pool is None else pool.empty((r.numel(),) + tuple(col.shape[1:]), torch.int8)
+        out.append(quant.encode_rows(col, r, what, codes, lambda row: f"global id "
+                                     f"{int(book.owned_ids(group, part)[row])}"))
+    return out
 
 
 def reply_pool() -> BufferPool:

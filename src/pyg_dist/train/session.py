@@ -23,7 +23,7 @@ import contextlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, Union
 
 import torch
 
@@ -31,6 +31,7 @@ from pyg_dist import timeouts
 from pyg_dist._alloc import tune_allocator
 from pyg_dist.context import DistContext
 from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_choice, check_positive_int, check_seconds
+from pyg_dist.format.precision import BATCH_DTYPES, parse_dtype
 from pyg_dist.group import init_process_group
 
 LOG = logging.getLogger("pyg_dist")
@@ -69,6 +70,16 @@ class TrainConfig:
         checkpoint_interval: Write one when this many seconds passed since the last (default, when
             neither is given: every 60 s).
         checkpoint_keep: Complete checkpoints kept.
+        feature_dtype: The dtype the distributed loaders built on this run's ``DistEnv`` deliver features in
+            (floating attributes except ``y``, ``edge_label``, ``edge_weight`` and times), cast once per batch on
+            the training side: ``torch.float32`` (default), ``torch.bfloat16``, ``torch.float16``,
+            ``torch.float64`` or a name; ``None`` keeps the folder's stored dtype (``pyg-dist-partition
+            --feature-dtype``). A loader's own ``feature_dtype`` argument wins.
+        remote_rows: How the distributed loaders built on this run's ``DistEnv`` fetch feature rows other
+            partitions own: ``"exact"`` (default) or ``"int8"`` (opt-in: floating feature rows as int8 codes plus a
+            float32 scale and offset per row, ~4x fewer bytes; each element within ``scale / 2`` of its value,
+            ``scale = (max - min) / 255`` over its row, plus float32 rounding: :mod:`pyg_dist.store.quant`).
+            Local and cached rows, labels, masks and times stay exact. A loader's own ``remote_rows`` wins.
 
     Example:
         >>> TrainConfig("/tmp/cora-2", num_workers=-1)
@@ -93,6 +104,8 @@ class TrainConfig:
     checkpoint_every: Optional[int] = None
     checkpoint_interval: Optional[float] = None
     checkpoint_keep: int = 2
+    feature_dtype: Optional[Union[str, torch.dtype]] = torch.float32
+    remote_rows: str = "exact"
 
     def __post_init__(self):
         if not isinstance(self.partition_dir, (str, Path)) or not str(self.partition_dir):
@@ -110,6 +123,9 @@ class TrainConfig:
         if r is not None and (isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 < r <= 1):
             raise InvalidArgumentError(_WHERE, "cache_ratio", r, "None or a fraction in (0, 1]")
         check_choice(_WHERE, "cache_policy", self.cache_policy, ("degree", "presample"))
+        check_choice(_WHERE, "remote_rows", self.remote_rows, ("exact", "int8"))
+        object.__setattr__(self, "feature_dtype", parse_dtype(_WHERE, "feature_dtype", self.feature_dtype,
+                                                              BATCH_DTYPES))
         if r is not None and not self.rpc:
             raise InvalidArgumentError(_WHERE, "cache_ratio", r, "None with rpc=False (a remote-feature cache "
                                        "serves distributed sampling)")
