@@ -45,6 +45,18 @@ def load_graph(args) -> dict:
     return products_like_csr(args.scale, args.cache_dir, args.graph)
 
 
+def benchmark_data(args):
+    """The benchmark graph as a ``Data``: its edges, random ``args.dim``-dim float32 features ``x`` and 47-class
+    labels ``y`` (seed 0), as every distributed benchmark partitions it."""
+    from torch_geometric.data import Data
+    g = load_graph(args)
+    n = g["N"]
+    dst = torch.repeat_interleave(torch.arange(n), g["rowptr"][1:] - g["rowptr"][:-1])
+    gen = torch.Generator().manual_seed(0)
+    return Data(edge_index=torch.stack([g["col"], dst]), num_nodes=n,
+                x=torch.rand(n, args.dim, generator=gen), y=torch.randint(0, 47, (n,), generator=gen))
+
+
 def folder(args, method: str, parts: int, cache_ratio: float = 0.0, written: bool = False,
            feature_dtype: str = "float32") -> str:
     """The cached partition folder of the benchmark graph (written on first use); ``written``: a folder
@@ -55,16 +67,8 @@ def folder(args, method: str, parts: int, cache_ratio: float = 0.0, written: boo
                         + ("" if feature_dtype == "float32" else f"_{feature_dtype}"))
     if os.path.exists(os.path.join(path, "META.json")):
         return path
-    from torch_geometric.data import Data
-
     from pyg_dist.partition import Partitioner
-    g = load_graph(args)
-    n = g["N"]
-    dst = torch.repeat_interleave(torch.arange(n), g["rowptr"][1:] - g["rowptr"][:-1])
-    gen = torch.Generator().manual_seed(0)
-    data = Data(edge_index=torch.stack([g["col"], dst]), num_nodes=n,
-                x=torch.rand(n, args.dim, generator=gen), y=torch.randint(0, 47, (n,), generator=gen))
-    del g, dst
+    data = benchmark_data(args)
     t0 = time.time()
     extra = {"cache_ratio": cache_ratio, "cache_topology": True} if written else {}
     if feature_dtype != "float32":

@@ -42,17 +42,9 @@ def folder(args, dtype: str) -> str:
     path = os.path.join(args.cache_dir, f"mem_{tag}_{args.method}{args.parts}_d{args.dim}_{dtype}")
     if os.path.exists(os.path.join(path, "META.json")):
         return path
-    from torch_geometric.data import Data
-
-    from pyg_dist.datasets.synthetic import products_like_csr
+    import bench_dist  # the same graph, features and labels as the distributed benchmark (sys.path[0] = scripts/)
     from pyg_dist.partition import Partitioner
-    g = products_like_csr(args.scale, args.cache_dir, args.graph)
-    n = g["N"]
-    dst = torch.repeat_interleave(torch.arange(n), g["rowptr"][1:] - g["rowptr"][:-1])
-    gen = torch.Generator().manual_seed(0)
-    data = Data(edge_index=torch.stack([g["col"], dst]), num_nodes=n,
-                x=torch.rand(n, args.dim, generator=gen), y=torch.randint(0, 47, (n,), generator=gen))
-    del g, dst
+    data = bench_dist.benchmark_data(args)
     t0 = time.time()
     Partitioner(data, args.parts, method=args.method, balance=False, feature_dtype=dtype).save(
         path, overwrite=True, progress=False)

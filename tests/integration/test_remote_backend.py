@@ -181,13 +181,19 @@ def test_memory_graph_store():
     assert gs.remove_edge_index(edge_type=None, layout="coo") and not gs.get_all_edge_attrs()
 
 
-def test_loader_over_the_sqlite_pair_matches_the_data_path(tmp_path):
-    """Same seed: the same batches as the ``Data`` path; one multi_get_tensor call and one SELECT per batch."""
-    data = pyg_dist.synthetic_graph(300, 6, num_features=8, num_classes=4, seed=1)
-    fs, gs = SQLiteFeatureStore(tmp_path / "g.db"), MemoryGraphStore()
+def _sqlite_pair(data, path):
+    """``data``'s ``x`` and ``y`` in an SQLite feature store at ``path``, its edges in a memory graph store."""
+    fs, gs = SQLiteFeatureStore(path), MemoryGraphStore()
     for name in ("x", "y"):
         fs.put_tensor(data[name], group_name=None, attr_name=name, index=None)
     gs.put_edge_index(data.edge_index, edge_type=None, layout="coo", size=(data.num_nodes, data.num_nodes))
+    return fs, gs
+
+
+def test_loader_over_the_sqlite_pair_matches_the_data_path(tmp_path):
+    """Same seed: the same batches as the ``Data`` path; one multi_get_tensor call and one SELECT per batch."""
+    data = pyg_dist.synthetic_graph(300, 6, num_features=8, num_classes=4, seed=1)
+    fs, gs = _sqlite_pair(data, tmp_path / "g.db")
     calls = []
     inner = fs.multi_get_tensor
     fs.multi_get_tensor = lambda attrs, **kw: calls.append(len(attrs)) or inner(attrs, **kw)
@@ -207,10 +213,7 @@ def test_loader_over_the_sqlite_pair_matches_the_data_path(tmp_path):
 def test_forked_loader_workers_open_their_own_connection(tmp_path):
     """An SQLite connection must not cross fork: each worker opens its own (spawn: the store pickles without it)."""
     data = pyg_dist.synthetic_graph(200, 6, num_features=8, num_classes=4, seed=2)
-    fs, gs = SQLiteFeatureStore(tmp_path / "w.db"), MemoryGraphStore()
-    for name in ("x", "y"):
-        fs.put_tensor(data[name], group_name=None, attr_name=name, index=None)
-    gs.put_edge_index(data.edge_index, edge_type=None, layout="coo", size=(data.num_nodes, data.num_nodes))
+    fs, gs = _sqlite_pair(data, tmp_path / "w.db")
     kwargs = dict(num_neighbors=[4, 2], input_nodes=torch.arange(0, 200, 2), batch_size=16, shuffle=True, seed=3)
     here = list(pyg_dist.NeighborLoader((fs, gs), **kwargs))
     forked = list(pyg_dist.NeighborLoader((fs, gs), num_workers=2, multiprocessing_context="fork", **kwargs))

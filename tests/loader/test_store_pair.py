@@ -78,16 +78,21 @@ def _same(a, b):
                 assert v == store_b[k], k
 
 
-@pytest.fixture(scope="module")
-def homo():
-    return pyg_dist.synthetic_graph(300, 6, num_features=8, num_classes=4, community_size=50, edge_dim=3,
-                                    node_time=True, seed=5)
+#: Graphs with node time and edge features (every attribute kind a pair carries).
+GRAPHS = {"homo": dict(num_nodes=300, seed=5, community_size=50),
+          "hetero": dict(num_nodes=360, seed=6, community_size=60, hetero=True, node_types=("paper", "author"))}
+
+
+@pytest.fixture(scope="module", params=["homo"])
+def homo(request):
+    return pyg_dist.synthetic_graph(avg_degree=6, num_features=8, num_classes=4, edge_dim=3, node_time=True,
+                                    **GRAPHS[request.param])
 
 
 @pytest.fixture(scope="module")
 def hetero():
-    return pyg_dist.synthetic_graph(360, 6, num_features=8, num_classes=4, community_size=60, hetero=True,
-                                    node_types=("paper", "author"), node_time=True, edge_dim=3, seed=6)
+    return pyg_dist.synthetic_graph(avg_degree=6, num_features=8, num_classes=4, edge_dim=3, node_time=True,
+                                    **GRAPHS["hetero"])
 
 
 @pytest.mark.parametrize("layout", ["coo", "csc", "csr"])

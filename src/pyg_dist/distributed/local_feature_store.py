@@ -9,14 +9,14 @@ them, else from their owner (over RPC); ``get_tensor`` without an index returns 
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional
 
 import torch
 from torch import Tensor
 from torch_geometric.data import FeatureStore, TensorAttr
 
 from pyg_dist.distributed import memory as mem
-from pyg_dist.distributed.stores import PyGStore, resolve_pid
+from pyg_dist.distributed.stores import PyGStore, book_property
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.store import feature_store as native_fs
 from pyg_dist.store import lookup
@@ -31,7 +31,7 @@ def _optional(where: str, arg: str, value, rows: int) -> Optional[Tensor]:
     return value
 
 
-class LocalFeatureStore(PyGStore, native_fs.LocalFeatureStore):
+class LocalFeatureStore(PyGStore, native_fs.LocalFeatureStore):  # type: ignore[misc]  # from_partition: PyG's pid
     """PyG's ``LocalFeatureStore``: opened from a partition folder, or built in memory.
 
     Attributes:
@@ -66,15 +66,6 @@ class LocalFeatureStore(PyGStore, native_fs.LocalFeatureStore):
         return mem.make_spec(_WHERE, self._memory, None)
 
     # ------------------------------------------------------------------ constructors (PyG's)
-    @classmethod
-    def from_partition(  # type: ignore[override]  # PyG's name, pid (``part`` kept as an alias)
-            cls, root, pid: Optional[int] = None, *, part: Optional[int] = None, ctx=None, mmap: bool = True,
-            verify: bool = False) -> "LocalFeatureStore":
-        """Opens partition ``pid`` of the folder ``root`` (PyG's name; ``part`` is pyg_dist's alias, and with
-        neither the partition of ``ctx``)."""
-        pid = resolve_pid(f"{cls.__name__}.from_partition", pid, part)
-        return super().from_partition(root, pid, ctx=ctx, mmap=mmap, verify=verify)
-
     @classmethod
     def from_data(cls, node_id: Tensor, x: Optional[Tensor] = None, y: Optional[Tensor] = None,
                   edge_id: Optional[Tensor] = None, edge_attr: Optional[Tensor] = None) -> "LocalFeatureStore":
@@ -120,23 +111,10 @@ class LocalFeatureStore(PyGStore, native_fs.LocalFeatureStore):
         return store
 
     # ------------------------------------------------------------------ PyG's settings
-    @property
-    def node_feat_pb(self) -> Union[Tensor, Dict[str, Tensor], None]:
-        """Owning partition of every node id (PyG's name in the feature store)."""
-        return self._book(edges=False)
-
-    @node_feat_pb.setter
-    def node_feat_pb(self, value) -> None:
-        self._set("node_feat_pb", value)
-
-    @property
-    def edge_feat_pb(self) -> Union[Tensor, Dict[Any, Tensor], None]:
-        """Owning partition of every edge id."""
-        return self._book(edges=True)
-
-    @edge_feat_pb.setter
-    def edge_feat_pb(self, value) -> None:
-        self._set("edge_feat_pb", value)
+    node_feat_pb = book_property("node_feat_pb", False, "Owning partition of every node id (PyG's name in the "
+                                 "feature store); settable on an in-memory store.")
+    edge_feat_pb = book_property("edge_feat_pb", True, "Owning partition of every edge id; settable on an in-memory "
+                                 "store.")
 
     # ------------------------------------------------------------------ global ids
     def put_global_id(self, global_id: Tensor, group_name) -> bool:

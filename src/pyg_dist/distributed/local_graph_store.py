@@ -7,13 +7,13 @@ folder layouts), or empty (``LocalGraphStore()``, ``from_data``, ``from_hetero_d
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional
 
 from torch import Tensor
 from torch_geometric.data import EdgeAttr, GraphStore
 
 from pyg_dist.distributed import memory as mem
-from pyg_dist.distributed.stores import PyGStore, resolve_pid
+from pyg_dist.distributed.stores import PyGStore, book_property
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.store import graph_store as native_gs
 
@@ -34,7 +34,7 @@ def _sorted(edge_index, edge_id, is_sorted: bool):
     return sort_edge_index(edge_index, edge_id, sort_by_row=False)
 
 
-class LocalGraphStore(PyGStore, native_gs.LocalGraphStore):
+class LocalGraphStore(PyGStore, native_gs.LocalGraphStore):  # type: ignore[misc]  # from_partition: PyG's pid
     """PyG's ``LocalGraphStore``: opened from a partition folder, or built in memory.
 
     Example:
@@ -65,15 +65,6 @@ class LocalGraphStore(PyGStore, native_gs.LocalGraphStore):
         return mem.make_spec(_WHERE, None, self._memory)
 
     # ------------------------------------------------------------------ constructors (PyG's)
-    @classmethod
-    def from_partition(  # type: ignore[override]  # PyG's name, pid (``part`` kept as an alias)
-            cls, root, pid: Optional[int] = None, *, part: Optional[int] = None, ctx=None, mmap: bool = True,
-            verify: bool = False) -> "LocalGraphStore":
-        """Opens partition ``pid`` of the folder ``root`` (PyG's name; ``part`` is pyg_dist's alias, and with
-        neither the partition of ``ctx``)."""
-        pid = resolve_pid(f"{cls.__name__}.from_partition", pid, part)
-        return super().from_partition(root, pid, ctx=ctx, mmap=mmap, verify=verify)
-
     @classmethod
     def from_data(cls, edge_id: Optional[Tensor], edge_index: Tensor, num_nodes: int,
                   is_sorted: bool = False) -> "LocalGraphStore":
@@ -133,23 +124,10 @@ class LocalGraphStore(PyGStore, native_gs.LocalGraphStore):
         return store
 
     # ------------------------------------------------------------------ PyG's settings
-    @property
-    def node_pb(self) -> Union[Tensor, Dict[str, Tensor], None]:
-        """Owning partition of every node id (per node type in hetero graphs)."""
-        return self._book(edges=False)
-
-    @node_pb.setter
-    def node_pb(self, value) -> None:
-        self._set("node_pb", value)
-
-    @property
-    def edge_pb(self) -> Union[Tensor, Dict[Any, Tensor], None]:
-        """Owning partition of every edge id (per edge type in hetero graphs)."""
-        return self._book(edges=True)
-
-    @edge_pb.setter
-    def edge_pb(self, value) -> None:
-        self._set("edge_pb", value)
+    node_pb = book_property("node_pb", False, "Owning partition of every node id (per node type in hetero graphs); "
+                            "settable on an in-memory store.")
+    edge_pb = book_property("edge_pb", True, "Owning partition of every edge id (per edge type in hetero graphs); "
+                            "settable on an in-memory store.")
 
     @property  # type: ignore[override]  # settable, as PyG's attribute
     def is_sorted(self) -> Optional[bool]:

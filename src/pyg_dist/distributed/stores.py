@@ -36,11 +36,26 @@ def resolve_pid(where: str, pid, part) -> Optional[int]:
     return pid if pid is not None else part
 
 
+def book_property(name: str, edges: bool, doc: str) -> property:
+    """PyG's settable partition-book attribute ``name`` (``node_pb``, ``edge_feat_pb``, ...): reads the owner of
+    every node (or edge, ``edges``) id; assigning it sets the in-memory store's book."""
+    return property(lambda self: self._book(edges=edges), lambda self, value: self._set(name, value), doc=doc)
+
+
 class PyGStore(InMemory):
     """PyG's attributes of both stores, for either kind (see the module docstring)."""
 
     partition_meta: M.PartitionMeta  # set by the pyg_dist store this mixes into
     partition: int
+
+    @classmethod
+    def from_partition(  # PyG's name, pid (``part`` kept as an alias)
+            cls, root, pid: Optional[int] = None, *, part: Optional[int] = None, ctx=None, mmap: bool = True,
+            verify: bool = False):
+        """Opens partition ``pid`` of the folder ``root`` (PyG's name; ``part`` is pyg_dist's alias, and with
+        neither the partition of ``ctx``)."""
+        pid = resolve_pid(f"{cls.__name__}.from_partition", pid, part)
+        return super().from_partition(root, pid, ctx=ctx, mmap=mmap, verify=verify)  # type: ignore[misc]
 
     @functools.cached_property
     def _folder_meta(self) -> Dict[str, Any]:
@@ -121,4 +136,4 @@ def time_attr_of(gs, time_attr: Optional[str]) -> Optional[str]:
     return time_attr
 
 
-__all__ = ["PyGStore", "check_stores", "time_attr_of", "resolve_pid"]
+__all__ = ["PyGStore", "book_property", "check_stores", "time_attr_of", "resolve_pid"]

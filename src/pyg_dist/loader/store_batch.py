@@ -46,6 +46,13 @@ def fetch_pair_features(feature_store, view: PairView, node: Dict[Any, Tensor],
     return out
 
 
+def _sampled(loader, out) -> Tuple[Any, FeatureBatch]:
+    """``out`` after the user's ``transform_sampler_output``, and its rows (one ``multi_get_tensor``)."""
+    if loader.transform_sampler_output:
+        out = loader.transform_sampler_output(out)
+    return out, _features(loader, out)
+
+
 def _features(loader, out) -> FeatureBatch:
     view = pair_view(type(loader).__name__, loader.data)
     hetero = view.is_hetero
@@ -71,12 +78,10 @@ class PairNodeBatches:
         """Joins the sampled nodes with their rows (one ``multi_get_tensor``), then PyG's batch fields."""
         if not uses_pair_filter(self, self.node_sampler):
             return super().filter_fn(out)
-        if self.transform_sampler_output:
-            out = self.transform_sampler_output(out)
+        out, features = _sampled(self, out)
         md = SimpleNamespace(input_id=out.metadata[0], seed_time=out.metadata[1])
-        data = B.node_batch(out, self.input_data.input_type, md=md, features=_features(self, out),
-                            cls=self.custom_cls)
-        return _finish(self, data)
+        return _finish(self, B.node_batch(out, self.input_data.input_type, md=md, features=features,
+                                          cls=self.custom_cls))
 
 
 class PairLinkBatches:
@@ -86,17 +91,15 @@ class PairLinkBatches:
         """Joins the sampled nodes with their rows (one ``multi_get_tensor``), then PyG's link fields."""
         if not uses_pair_filter(self, self.link_sampler):
             return super().filter_fn(out)
-        if self.transform_sampler_output:
-            out = self.transform_sampler_output(out)
+        out, features = _sampled(self, out)
         triplet = self.neg_sampling is not None and self.neg_sampling.is_triplet()
         m = out.metadata
         if triplet:
             md = SimpleNamespace(input_id=m[0], src_index=m[1], dst_pos_index=m[2], dst_neg_index=m[3], seed_time=m[4])
         else:
             md = SimpleNamespace(input_id=m[0], edge_label_index=m[1], edge_label=m[2], edge_label_time=m[3])
-        data = B.link_batch(out, self.input_data.input_type, triplet, md=md, features=_features(self, out),
-                            cls=self.custom_cls)
-        return _finish(self, data)
+        return _finish(self, B.link_batch(out, self.input_data.input_type, triplet, md=md, features=features,
+                                          cls=self.custom_cls))
 
 
 __all__ = ["fetch_pair_features", "PairNodeBatches", "PairLinkBatches", "uses_pair_filter"]
