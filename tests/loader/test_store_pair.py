@@ -246,3 +246,15 @@ def test_custom_cls_transforms_and_worker_filtering_over_a_pair(homo):
     workers = list(pyg_dist.NeighborLoader((fs, gs), num_workers=2, filter_per_worker=True, **kw))
     for a, b in zip(ref, workers):
         _same(a, b)
+
+
+def test_a_feature_store_that_loses_rows_fails_loudly(homo):
+    class Lossy(MyFeatureStore):
+        def multi_get_tensor(self, attrs, convert_type=False):
+            return [t[:-1] for t in super().multi_get_tensor(attrs, convert_type)]
+
+    _, gs, _ = to_pair(homo)
+    fs = Lossy()
+    fs.put_tensor(homo.x, group_name=None, attr_name="x", index=None)
+    with pytest.raises(InvalidArgumentError, match="one per id asked"):
+        next(iter(pyg_dist.NeighborLoader((fs, gs), [2], batch_size=10)))

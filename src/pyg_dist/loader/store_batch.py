@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Tuple
 from torch import Tensor
 
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE, as_typed
+from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.loader import batch as B
 from pyg_dist.sampler.messages import FeatureBatch
 from pyg_dist.sampler.store_pair import PairView, is_store_pair, pair_view
@@ -41,7 +42,15 @@ def fetch_pair_features(feature_store, view: PairView, node: Dict[Any, Tensor],
     out = FeatureBatch()
     if not attrs:
         return out
-    for (is_node, key, name), value in zip(slots, feature_store.multi_get_tensor(attrs)):
+    values = feature_store.multi_get_tensor(attrs)
+    if len(values) != len(attrs):
+        raise InvalidArgumentError("feature_store.multi_get_tensor", "attrs", f"{len(attrs)} attributes asked",
+                                   f"one tensor per attribute, got {len(values)}")
+    for attr, (is_node, key, name), value in zip(attrs, slots, values):
+        if not isinstance(value, Tensor) or value.dim() == 0 or value.size(0) != attr.index.numel():
+            got = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__
+            raise InvalidArgumentError("feature_store.multi_get_tensor", f"{attr.group_name}/{name}", got,
+                                       f"{attr.index.numel()} rows, one per id asked (no row may be lost)")
         (out.node if is_node else out.edge).setdefault(key, {})[name] = value
     return out
 
