@@ -53,7 +53,7 @@ def to_pair(data, layout="coo"):
     hetero = isinstance(data, HeteroData)
     for store in data.node_stores:
         for k, v in store.items():
-            if torch.is_tensor(v):
+            if torch.is_tensor(v) and store.is_node_attr(k):
                 fs.put_tensor(v, group_name=store._key if hetero else None, attr_name=k, index=None)
     for store in data.edge_stores:
         et = store._key if hetero else None
