@@ -1,8 +1,8 @@
 #!/usr/bin/env python
-"""Write ``docs/settings.md``, the one configuration table, from the code (:mod:`pyg_dist.testing.settings_table`).
+"""Write ``docs/reference/settings.md``, the one configuration table, from the code (:mod:`pyg_dist.testing.settings_table`).
 
-    python scripts/gen_settings.py            # (re)writes docs/settings.md
-    python scripts/gen_settings.py --check    # exit 1 with a diff when docs/settings.md is stale
+    python scripts/gen_settings.py            # (re)writes docs/reference/settings.md
+    python scripts/gen_settings.py --check    # exit 1 with a diff when docs/reference/settings.md is stale
 
 Exit status 1 also when a setting has no documented meaning (one line per problem on stderr).
 """
@@ -17,13 +17,13 @@ from typing import List, Optional
 from pyg_dist.errors import PyGDistError
 from pyg_dist.testing.settings_table import all_problems, render_page
 
-DEFAULT_OUT = Path(__file__).resolve().parent.parent / "docs" / "settings.md"
+DEFAULT_OUT = Path(__file__).resolve().parent.parent / "docs" / "reference" / "settings.md"
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     parser.add_argument("--check", action="store_true", help="compare instead of writing; exit 1 when stale")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the page (default: docs/settings.md)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the page (default: docs/reference/settings.md)")
     args = parser.parse_args(argv)
     problems = all_problems()
     if problems:

@@ -2,7 +2,7 @@
 
 This is a registry, not a reader: each variable is still read where it acts (the module named in its
 meaning), and ``tests/testing/test_settings.py`` checks, with a regex over the sources, that the code reads no
-variable this table lacks and that the table names none the code never mentions. ``docs/settings.md`` shows
+variable this table lacks and that the table names none the code never mentions. ``docs/reference/settings.md`` shows
 it beside the settings of the configuration objects (``scripts/gen_settings.py``).
 
 A variable that backs a setting (``field``, ``Object.parameter``) is that setting's default: the setting,
@@ -35,7 +35,7 @@ class EnvVar:
         type: What its value is read as (``int``, ``float``, ``str``, ``path``, ``flag``).
         default: What holds when it is unset (a value, or where the value then comes from; Markdown).
         meaning: What it does, which module reads it and when, and which way precedence goes (Markdown:
-            code in backticks, as ``docs/settings.md`` shows it).
+            code in backticks, as ``docs/reference/settings.md`` shows it).
         field: The setting it backs, ``Object.parameter`` (the setting wins when given); ``None`` if none.
     """
     name: str

@@ -1,4 +1,4 @@
-"""The one configuration table (docs/settings.md) agrees with the code: the page is fresh, every setting has a
+"""The one configuration table (docs/reference/settings.md) agrees with the code: the page is fresh, every setting has a
 documented meaning, every PYG_DIST_* variable the code names is registered (and only those), each registered
 ``field`` is a real setting; and the checks do fail on a drifted docstring or dataclass."""
 from __future__ import annotations
@@ -20,13 +20,13 @@ from pyg_dist.testing import settings_table as st
 from pyg_dist.train.session import TrainConfig
 
 REPO = Path(__file__).resolve().parents[2]
-PAGE = REPO / "docs" / "settings.md"
+PAGE = REPO / "docs" / "reference" / "settings.md"
 
 
 # ------------------------------------------------------------------ (a) the page is the rendered page
 def test_docs_page_is_fresh():
     assert PAGE.exists(), "run: python scripts/gen_settings.py"
-    assert PAGE.read_text(encoding="utf-8") == st.render_page(), "docs/settings.md is stale: " \
+    assert PAGE.read_text(encoding="utf-8") == st.render_page(), "docs/reference/settings.md is stale: " \
                                                                   "run python scripts/gen_settings.py"
 
 

@@ -13,7 +13,7 @@ Submodules, as PyG's: ``dist_context``, ``local_feature_store``, ``local_graph_s
 ``rpc``. Every class is a thin adapter over pyg_dist's own (one engine): the stores ARE pyg_dist's stores
 with PyG's attributes added (opened from a folder, or built empty and filled in memory), the loaders ARE
 pyg_dist's loaders with PyG's argument list, and ``Partitioner`` writes PyG's folder layout (input ids kept)
-with pyg_dist's METIS. See ``docs/migration.md`` for every name's status and each place where PyG's
+with pyg_dist's METIS. See ``docs/guides/migration.md`` for every name's status and each place where PyG's
 behaviour was a bug and pyg_dist does otherwise. Imported lazily (``import pyg_dist.distributed`` stays cheap).
 """
 from __future__ import annotations

@@ -11,7 +11,7 @@ PyG's scripts that drive a :class:`~pyg_dist.distributed.DistNeighborSampler` by
 :func:`init_rpc` maps PyG's arguments onto :func:`pyg_dist.rpc.init_rpc`: one rank per partition
 (``num_partitions = current_ctx.world_size``), RPC on ``master_addr:master_port`` (never DDP's port,
 ``$MASTER_PORT``). PyG's internals (``RPCRouter``, ``rpc_register``, ``rpc_async``, ...) are not here: pyg_dist
-routes by partition book and calls named callees (``docs/migration.md``).
+routes by partition book and calls named callees (``docs/guides/migration.md``).
 """
 from __future__ import annotations
 

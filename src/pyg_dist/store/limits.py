@@ -1,6 +1,6 @@
 """What an owner process serves at most: the serving settings and the byte budget of replies in flight.
 
-Two settings bound a partition's owner, whatever its peers ask (see ``docs/settings.md``):
+Two settings bound a partition's owner, whatever its peers ask (see ``docs/reference/settings.md``):
 
 * ``$PYG_DIST_REPLY_MAX_MB`` (default 256): the most bytes ONE lookup reply may hold. A requester splits
   its requests so that none exceeds its own value (nothing legitimate fails); an owner refuses a larger

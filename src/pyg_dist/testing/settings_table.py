@@ -4,7 +4,7 @@ r"""One configuration table, read from the code: every setting of pyg_dist's con
 A setting's name, type (the annotation as written) and default come from the dataclass fields or the
 ``__init__`` signature; its meaning from the ``Args:`` section of the object's docstring (Google style; one
 entry may name several parameters: ``a, b, c: ...`` or ``a / b: ...``). The variables come from
-:data:`pyg_dist.envvars.ENV_VARS`. ``scripts/gen_settings.py`` writes the page to ``docs/settings.md``;
+:data:`pyg_dist.envvars.ENV_VARS`. ``scripts/gen_settings.py`` writes the page to ``docs/reference/settings.md``;
 ``tests/testing/test_settings.py`` fails when the page, the docstrings, the variables the code reads or the
 registry disagree.
 
