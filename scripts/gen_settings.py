@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Write ``docs/reference/settings.md``, the one configuration table, from the code (:mod:`pyg_dist.testing.settings_table`).
+"""Write ``docs/reference/settings.md``, from the code (:mod:`pyg_dist.testing.settings_table`).
 
     python scripts/gen_settings.py            # (re)writes docs/reference/settings.md
     python scripts/gen_settings.py --check    # exit 1 with a diff when docs/reference/settings.md is stale
