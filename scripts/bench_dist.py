@@ -4,7 +4,7 @@ on loopback (one core and one thread each), per partitioning method.
 Graph: the ogbn-products shape (2.4 M nodes, ~62 M directed edges at ``--scale 1``; communities of 1,200
 nodes, 85 % of edges inside), generated with ``pyg_dist.datasets.synthetic.dcsbm_edges`` and cached
 under ``--cache-dir`` (the same cache file as ``bench_sampler.py``), or ``--graph FILE`` = the output of
-``/work/shared/bench/products_like.py``. Random 100-dim float32 features and labels; batches of 1024
+``shared/bench/products_like.py``. Random 100-dim float32 features and labels; batches of 1024
 seeds (each rank draws from the nodes its partition owns, as a co-located trainer would), fanouts
 [15, 10, 5]. Partition folders are cached under ``--cache-dir`` too.
 
@@ -27,6 +27,7 @@ that dtype (``Partitioner(feature_dtype=...)``: half the bytes of every remote a
     python scripts/bench_dist.py --graph /tmp/products_like.pt
     python scripts/bench_dist.py --graph /tmp/products_like.pt --methods metis --cache-ratios 0 0.25 --link-gbps 10
     python scripts/bench_dist.py --graph /tmp/products_like.pt --methods metis --remote-rows exact int8 --link-gbps 1
+    python scripts/bench_dist.py --scale 0.05 --plot dist.png   # also the table's main columns as bar charts
 """
 from __future__ import annotations
 
@@ -191,6 +192,18 @@ def median_row(runs):
     return dict(ranked[(len(ranked) - 1) // 2], all_bps=[r["bps"] for r in runs])
 
 
+def plot(args, rows, src: str) -> None:
+    """--plot: batches/s, cpu ms/batch, MB/batch and local-or-cached feature rows per configuration."""
+    import bench_plot  # sibling (sys.path[0] = scripts/)
+    named = [dict(r, config=f"{r['method']}, {r['ranks']} rank{'s' if r['ranks'] > 1 else ''}"
+                  + (f", cache {r['cache']:g}" if r["cache"] else ""), cached_pct=100 * r["cached_feats"])
+             for r in rows]
+    bench_plot.bar_chart(named, x="config", ys={"bps": "batches/s total (all ranks)", "cpu_ms": "cpu ms/batch",
+                                                "mb": "MB/batch (sent + received)",
+                                                "cached_pct": "local or cached feature rows %"},
+                         path=args.plot, title=f"bench_dist.py: {src}; fanouts {args.fanouts}, batch {args.batch_size}")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--graph", default=None, help="products_like.py output ({rowptr, col, N})")
@@ -225,7 +238,11 @@ def main(argv=None) -> None:
     p.add_argument("--repeats", type=int, default=2,
                    help="rounds over all configurations (interleaved, so machine drift hits every row); "
                         "each row reports its median round")
+    p.add_argument("--plot", default=None, metavar="PATH", help="also draw the table's main columns into this PNG")
     args = p.parse_args(argv)
+    if args.plot:
+        import bench_plot
+        bench_plot.check_available()
     configs = [("random", 1, 1, 0.0, False), ("random", 1, 2, 0.0, False)]
     for m in args.methods:
         written = [] if args.folder_caches is None or m == "hybrid" else args.folder_caches or args.cache_ratios
@@ -263,6 +280,8 @@ def main(argv=None) -> None:
               f"{100 * r['local_feats']:.1f}% | "
               f"{100 * r['cached_feats']:.1f}% | {100 * r['local_expand']:.1f}% | {r['req']:.2f} | {r['rounds']:.2f} | "
               f"{r['mb']:.2f} | {r['cpu_ms']:.0f} | {r['cache_mb']:.0f} | {r['fill_s']:.1f} |")
+    if args.plot:
+        plot(args, rows, src)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Memory of one machine's partition per feature dtype: a METIS partitioning of the benchmark graph written with
 ``--feature-dtype`` float32 and bfloat16 (and float16 when asked), partition 0's stores opened in a fresh process.
 
-Graph: ``--graph FILE`` = the output of ``/work/shared/bench/products_like.py`` (``{rowptr, col, N}``), else the
+Graph: ``--graph FILE`` = the output of ``shared/bench/products_like.py`` (``{rowptr, col, N}``), else the
 built-in products shape at ``--scale`` (``pyg_dist.datasets.synthetic.products_like_csr``, as ``bench_dist.py``);
 random ``--dim``-dim float32 features ``x`` and labels ``y`` (47 classes), as in ``bench_dist.py``. Folders are
 written once per dtype under ``--cache-dir`` and reused.
@@ -14,6 +14,7 @@ as page cache charged to the process), its growth, its peak (VmHWM) and the grow
 
     python scripts/bench_memory.py --scale 0.01                        # while developing
     python scripts/bench_memory.py --graph /tmp/products_like.pt --dtypes float32 bfloat16 float16
+    python scripts/bench_memory.py --scale 0.01 --plot memory.png      # also the table as bar charts (matplotlib)
 """
 from __future__ import annotations
 
@@ -72,6 +73,17 @@ def measure(path: str, mmap: bool) -> dict:
             "x_dtype": str(dict(cols)["x"].dtype).removeprefix("torch.")}
 
 
+def plot(args, rows, src: str) -> None:
+    """--plot: feature MB, part_0 on disk, RSS growth on open and peak RSS per stored dtype."""
+    import bench_plot  # sibling (sys.path[0] = scripts/)
+    named = [dict(r, feat_mb=r["feat_bytes"] / 1e6, disk_mb=r["disk"] / 1e6, grow=r["after"] - r["before"])
+             for r in rows]
+    bench_plot.bar_chart(named, x="x_dtype", ys={"feat_mb": "feature MB", "disk_mb": "part_0 on disk MB",
+                                                 "grow": "RSS opened +MiB", "peak": "peak RSS MiB"},
+                         path=args.plot, title=f"bench_memory.py: partition 0 of {args.method}/{args.parts}, {src}, "
+                                               f"mmap={args.mmap}")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--graph", default=None, help="products_like.py output ({rowptr, col, N})")
@@ -82,11 +94,15 @@ def main(argv=None) -> None:
     p.add_argument("--dim", type=int, default=100)
     p.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"], help="float32 | bfloat16 | float16")
     p.add_argument("--mmap", action="store_true", help="memory-map the partition (then read every feature row)")
+    p.add_argument("--plot", default=None, metavar="PATH", help="also draw the table's main columns into this PNG")
     p.add_argument("--measure", default=None, help=argparse.SUPPRESS)  # internal: one fresh-process measurement
     args = p.parse_args(argv)
     if args.measure:
         print(json.dumps(measure(args.measure, args.mmap)))
         return
+    if args.plot:
+        import bench_plot
+        bench_plot.check_available()
     rows = []
     for dtype in args.dtypes:
         path = folder(args, dtype)
@@ -106,6 +122,8 @@ def main(argv=None) -> None:
         ratio = f"{grow / base:.2f}x" if base else "-"
         print(f"| {r['x_dtype']} | {r['feat_bytes'] / 1e6:.1f} | {r['all_bytes'] / 1e6:.1f} | {r['disk'] / 1e6:.1f} | "
               f"{r['before']:.0f} | {r['after']:.0f} | {grow:.1f} | {r['peak']:.0f} | {ratio} |")
+    if args.plot:
+        plot(args, rows, src)
 
 
 if __name__ == "__main__":

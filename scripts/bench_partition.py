@@ -22,6 +22,9 @@ edge cut <= 1.3x METIS'. A graph larger than memory is generated straight to dis
     python scripts/bench_partition.py --generate 64000000,512000000 --input-dir /tmp/big_in \
         --methods ooc-fennel --parts 8 --memory-budget 6GB          # 1.02 B directed edges
 
+``--plot PATH`` also draws edge cut, halo ratio, wall time and peak RSS per method and part count into the PNG
+PATH (needs matplotlib: ``pip install "pyg-dist[plot]"``; see ``scripts/bench_plot.py``).
+
 Target (issue 3): 4 parts with METIS in <= 60 s wall and <= 8 GB peak RSS on the full graph.
 Columns: wall / cpu (user + sys) of the whole child, load = reading the graph and making features,
 part+write = Partitioner.save, assign = the assignment alone (METIS), peak = the child's max RSS,
@@ -138,6 +141,17 @@ def _generate(args) -> None:
     print(f"# generated {n} nodes, {edges} directed edges in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
 
 
+def _plot(args, rows) -> None:
+    """--plot: the table's edge cut, halo ratio, wall and peak RSS per method (bars per part count)."""
+    import bench_plot  # sibling (sys.path[0] = scripts/)
+    src = args.graph or args.input_dir or f"dcsbm_edges({args.num_nodes}, {args.num_pairs})"
+    bench_plot.bar_chart([dict(r, method=m, parts=k) for m, k, r in rows], x="method",
+                         ys={"edge_cut": "edge cut (fraction of edges)", "halo_ratio": "halo / owned nodes",
+                             "wall_s": "wall s (whole child)", "peak_gib": "peak RSS GiB"},
+                         path=args.plot, title=f"bench_partition.py: {src}, {args.parts} parts", group="parts",
+                         group_label="{} parts")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--graph", default=None, help="{rowptr, col, N} file (products_like.py output)")
@@ -153,6 +167,7 @@ def main() -> None:
     p.add_argument("--generate", default=None, metavar="NODES,PAIRS",
                    help="write a generated graph of NODES nodes and 2*PAIRS directed edges into --input-dir")
     p.add_argument("--memory-budget", default="1GB", help="ooc-* methods: OutOfCorePartitioner memory_budget")
+    p.add_argument("--plot", default=None, metavar="PATH", help="also draw the table's main columns into this PNG")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--method", help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
@@ -160,6 +175,9 @@ def main() -> None:
     if args.child:
         args.parts = int(args.parts)
         return _child(args)
+    if args.plot:
+        import bench_plot
+        bench_plot.check_available()
     tmp = Path(tempfile.mkdtemp(prefix="bench_partition_", dir=args.workdir))
     try:
         if args.generate:
@@ -186,6 +204,8 @@ def main() -> None:
         print(f"{method:<12}{parts:>6}{r['wall_s']:>9.1f}{r['cpu_s']:>8.1f}{r['load_s']:>8.1f}"
               f"{r['partition_s']:>13.1f}{r['assign_s']:>9.1f}{r['peak_gib']:>9.2f}{r['edge_cut']:>9.3f}{r['halo_ratio']:>7.2f}"
               f"{r['max_balance']:>8.3f}{r['gb_on_disk']:>8.2f}")
+    if args.plot:
+        _plot(args, rows)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ bfloat16 partition folder, and with int8 remote rows, on 2 METIS partitions, mea
 
     python scripts/bench_precision.py                                    # full: 3 datasets x 3 modes x 3 seeds
     python scripts/bench_precision.py --datasets cora --seeds 0 --epochs 1   # smoke run
+    python scripts/bench_precision.py --plot precision.png              # also the table as bar charts (matplotlib)
 
 Each dataset is partitioned twice (``Partitioner(data, 2, method="metis", feature_dtype=...)``: a float32
 folder and a bfloat16 one). Each (mode, seed) is one 2-rank run on 127.0.0.1 (``spawn_world``) of the
@@ -74,6 +75,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                    help="row-normalise the Planetoid features (as PyG's NormalizeFeatures): their raw 0/1 values are "
                         "exact in bfloat16 and int8, normalised ones are not")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per 2-rank run")
+    p.add_argument("--plot", default=None, metavar="PATH", help="also draw the table's main columns into this PNG")
     args = p.parse_args(argv)
     if args.epochs is not None and args.epochs <= 0:
         p.error(f"--epochs got {args.epochs}; expected a positive int")
@@ -198,8 +200,21 @@ def int8_note(results: List[Result]) -> str:
             f"({', '.join(r.dataset for r in results)})")
 
 
+def plot(results: List[Result], seeds: Sequence[int], path: str) -> None:
+    """--plot: mean test accuracy and its difference to float32 per dataset, one bar per mode."""
+    import bench_plot  # sibling (sys.path[0] = scripts/)
+    rows = [{"dataset": r.dataset, "mode": f"{mode[0]} folder, {mode[1]} rows",
+             "acc": statistics.mean(r.acc[mode]), "diff": verdict(r, mode)[0]} for r in results for mode in MODES]
+    bench_plot.bar_chart(rows, x="dataset", ys={"acc": "test acc % (mean over seeds)", "diff": "vs float32 (points)"},
+                         path=path, group="mode", title=f"bench_precision.py: GraphSAGE on {PARTS} METIS partitions, "
+                                                        f"seeds {' '.join(map(str, seeds))}")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parse_args(argv)
+    if args.plot:
+        import bench_plot
+        bench_plot.check_available()
     start = time.perf_counter()
     results, skipped = [], []
     tmp = Path(tempfile.mkdtemp(prefix="pyg_dist_precision_"))
@@ -214,6 +229,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("\n".join(table(results, skipped, args.seeds, time.perf_counter() - start)), flush=True)
+    if args.plot:
+        plot(results, args.seeds, args.plot)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Graph: an ogbn-products-shaped power-law graph with communities (2.4 M nodes, ~62 M directed edges at
 ``--scale 1``), generated with ``pyg_dist.datasets.synthetic.dcsbm_edges`` and cached under
-``--cache-dir``; or ``--graph FILE`` = the output of ``/work/shared/bench/products_like.py`` (a dict
+``--cache-dir``; or ``--graph FILE`` = the output of ``shared/bench/products_like.py`` (a dict
 {rowptr, col, N} of a symmetric graph). Batches of 1024 random seeds, fanouts [15, 10, 5].
 
 Prints ONE table: ms/batch (wall), cpu ms/batch (process CPU time, all threads: on a shared machine
@@ -13,6 +13,7 @@ empty cache = compile). Each timed row follows ``--warmup`` untimed batches at t
     python scripts/bench_sampler.py --scale 0.1          # while developing
     python scripts/bench_sampler.py                      # full size (~3 GB RAM)
     python scripts/bench_sampler.py --graph /tmp/products_like.pt
+    python scripts/bench_sampler.py --scale 0.1 --plot sampler.png   # also the table as bar charts (matplotlib)
 """
 from __future__ import annotations
 
@@ -79,6 +80,17 @@ def cold_latency(args, backend: str, empty_cache: bool) -> str:
     return f"{json.loads(res.stdout.strip().splitlines()[-1])['ms']:.0f}"
 
 
+def plot(args, g: dict, rows) -> None:
+    """--plot: ms/batch, cpu ms/batch and M edges/s per backend, one bar per thread count."""
+    import bench_plot  # sibling (sys.path[0] = scripts/)
+    keys = ("backend", "threads", "ms", "cpu", "meps", "epb")
+    bench_plot.bar_chart([dict(zip(keys, r)) for r in rows], x="backend",
+                         ys={"ms": "ms/batch (wall)", "cpu": "cpu ms/batch", "meps": "M sampled edges/s"},
+                         path=args.plot, group="threads", group_label="{} thread(s)",
+                         title=f"bench_sampler.py: N={g['N']:,} E={g['col'].numel():,}, {args.seeds} seeds, "
+                               f"fanouts {args.fanouts}, threads {args.threads}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scale", type=float, default=1.0)
@@ -92,10 +104,14 @@ def main() -> None:
     p.add_argument("--threads", type=lambda s: [int(v) for v in s.split(",")], default=[1, 2])
     p.add_argument("--backends", default=None, help="comma list; default: every available backend")
     p.add_argument("--no-cold", action="store_true", help="skip the fresh-process first-batch rows")
+    p.add_argument("--plot", default=None, metavar="PATH", help="also draw the table's main columns into this PNG")
     p.add_argument("--cold-child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.cold_child:
         return cold_child(args)
+    if args.plot:
+        import bench_plot
+        bench_plot.check_available()
     from pyg_dist.ops import available_backends
     backends = args.backends.split(",") if args.backends else available_backends()
     g = load_graph(args)
@@ -122,6 +138,8 @@ def main() -> None:
     for backend, t, ms, cpu, meps, epb in rows:
         c = cold.get(backend, ("-", "-"))
         print(f"{backend:<8} {t:>7} {ms:>9.1f} {cpu:>12.1f} {meps:>10.2f} {epb:>12,.0f} {c[0]:>22} {c[1]:>23}")
+    if args.plot:
+        plot(args, g, rows)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 worker process (``num_workers=1``), for 1 rank holding the whole graph and 2 ranks on loopback.
 
 Graph, partitions, features and cache: as ``bench_dist.py`` (``--graph`` = the output of
-``/work/shared/bench/products_like.py``, or the built-in generator at ``--scale``). Each rank trains a
+``shared/bench/products_like.py``, or the built-in generator at ``--scale``). Each rank trains a
 ``--layers``-layer GraphSAGE (hidden ``--hidden``, 47 classes, Adam, DDP over gloo, one torch thread)
 on batches of ``--batch-size`` seeds its partition owns, fanouts ``--fanouts``. Ranks are not pinned
 to cores: with ``concurrency > 1`` the next batches are sampled while the step trains, on whatever core

@@ -12,6 +12,8 @@ Example::
     pyg-dist-partition --dataset products_like --root products_like.pt --num-parts 2 --feature-dtype bfloat16 \
         --out /tmp/products-2                    # features stored as bfloat16: half the bytes per machine
     pyg-dist-partition --verify /tmp/cora-2      # every file's size and digest against META.json, per partition
+    pyg-dist-partition --dataset cora --root ../shared/data/planetoid --num-parts 4 --out /tmp/cora-4 \
+        --plot                                   # also /tmp/cora-4/partition_report.png (needs matplotlib)
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
+from pyg_dist import __version__
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
 from pyg_dist.format.precision import FEATURE_DTYPES, parse_dtype
 from pyg_dist.partition.config import METHODS, OOC_METHODS, PartitionConfig
@@ -52,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cora | citeseer | pubmed | ogbn-<name> | edgelist | synthetic | products_like | "
                         "chunked (a folder read in chunks, partitioned out-of-core)")
     p.add_argument("--root", default=None, help="where the data lies (folder or file; not for synthetic)")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     p.add_argument("--num-parts", type=int, required=True, help="number of partitions (machines)")
     p.add_argument("--method", default=None, help=f"one of {list(METHODS)} (default metis); out-of-core one of "
                    f"{list(OOC_METHODS)} (default coarsen)")
@@ -84,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output folder (must be empty unless --overwrite)")
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--plot", action="store_true",
+                   help="also draw nodes, edges, halo nodes and training nodes per part into "
+                        "OUT/partition_report.png (needs matplotlib: pip install \"pyg-dist[plot]\")")
     p.add_argument("--verify", metavar="DIR", default=None,
                    help="instead of partitioning: check the folder DIR (every file's size and content digest "
                         "against META.json, the stamps), one line per partition; exit 1 on any problem")
@@ -268,6 +275,16 @@ def verify_main(argv: List[str]) -> int:
     return 1 if bad else 0
 
 
+def write_plot(args: argparse.Namespace, stats: Dict[str, Any]) -> None:
+    """``--plot``: the per-part chart of ``stats`` into ``OUT/partition_report.png``; prints its path."""
+    if not args.plot:
+        return
+    from pyg_dist.partition.plot import plot_partition_report, report_path
+    path = report_path(args.out)
+    plot_partition_report(stats, path, label=f"{args.dataset} / {args.method}")
+    print(f"chart: {path}")
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Console entry point; returns the exit status (2 on a user error, message on stderr)."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -277,6 +294,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     from pyg_dist.datasets.registry import load_dataset
     try:
         check_applicable(args)
+        if args.plot:  # fail before a long partitioning, not after it
+            from pyg_dist.partition.plot import load_matplotlib
+            load_matplotlib("pyg-dist-partition --plot")
         if is_out_of_core(args):
             t1 = time.perf_counter()
             stats, rank = _run_out_of_core(args)
@@ -284,6 +304,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 print(format_report(stats))
                 print(f"wrote {args.out} out-of-core in {time.perf_counter() - t1:.1f} s (method {args.method}, "
                       f"{args.num_parts} parts)")
+                write_plot(args, stats)
             return 0
         method_opts = dict(base_method=args.base_method or "metis", sub_parts=args.sub_parts,
                            num_clusters=args.num_clusters, seed=args.seed,
@@ -299,12 +320,13 @@ def main(argv: Optional[List[str]] = None) -> int:
                            allow_nonfinite=args.allow_nonfinite, cache_ratio=args.cache_ratio,
                            cache_topology=args.cache_topology, feature_dtype=args.feature_dtype, **method_opts)
         stats = part.save(args.out, overwrite=args.overwrite, progress=not args.quiet)
+        print(format_report(stats))
+        print(f"wrote {args.out} in {time.perf_counter() - t1:.1f} s (method {args.method}, "
+              f"{args.num_parts} parts x {args.sub_parts} trainers)")
+        write_plot(args, stats)
     except PyGDistError as e:
         print(f"pyg-dist-partition: error: {e}", file=sys.stderr)
         return 2
-    print(format_report(stats))
-    print(f"wrote {args.out} in {time.perf_counter() - t1:.1f} s (method {args.method}, "
-          f"{args.num_parts} parts x {args.sub_parts} trainers)")
     return 0
 
 
