@@ -38,9 +38,14 @@ def _warm_partition_kernels() -> None:
 
 
 def _warm_row_kernels() -> None:
-    """Cache lookups, int8 row codes (float32 and float64 rows) and the sparse optimizers' row updates."""
+    """Row copies of 16- and 8-bit rows, cache lookups, int8 row codes and the sparse optimizers' row updates."""
     from pyg_dist.ops.graph_kernels import split_by_slot
     from pyg_dist.ops.quant import dequantise_rows, quantise_rows
+    from pyg_dist.ops.rows import copy_rows, take_rows
+    ids = torch.tensor([1, 2])
+    for dtype in (torch.bfloat16, torch.int8):  # rows of 2-byte and 1-byte words (16-bit features, int8 codes)
+        copy_rows(torch.zeros(3, dtype=dtype), ids, torch.ones(3, dtype=dtype), ids)
+        take_rows(torch.ones(3, dtype=dtype), ids, torch.empty(2, dtype=dtype))
     split_by_slot(np.array([7, 5, 9]), np.array([2, 0, 1]), np.array([3, -1, 0], dtype=np.int32), 5)
     for dtype in (torch.float32, torch.float64):
         rows = torch.arange(6, dtype=dtype).view(3, 2)

@@ -32,7 +32,7 @@ from pyg_dist.partition.report import format_report
 from pyg_dist.partition.writer import check_output
 
 _SYNTH = {"num_nodes": int, "avg_degree": float, "num_features": int, "num_classes": int,
-          "community_size": int, "edge_dim": int}
+          "community_size": int, "edge_dim": int, "intra_frac": float, "noise": float}
 _SYNTH_FLAGS = ("hetero", "node_time", "edge_time", "edge_weight")
 _PLANETOID = ("cora", "citeseer", "pubmed")
 _OOC_OPTS = ("memory_budget", "chunk_size", "passes")
