@@ -15,6 +15,7 @@ import argparse
 import functools
 import http.server
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -66,7 +67,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--out", type=Path, default=REPO / "docs-shots", help="folder for the PNGs")
     p.add_argument("--page", action="append", default=None, help=f"a page's path in the site (default {PAGES})")
     p.add_argument("--width", type=int, default=1280)
-    p.add_argument("--height", type=int, default=1600)
+    p.add_argument("--height", type=int, default=1600, help="window height (a tall one shows a whole page)")
     p.add_argument("--install", action="store_true", help="apt-get install chromium when it is missing")
     args = p.parse_args(argv)
     chromium = find_chromium(args.install)
@@ -79,7 +80,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             host, port = server.server_address[:2]
             for page in args.page or PAGES:
                 url = f"http://{host}:{port}/{page}"
-                png = args.out / ((page.strip("/").replace("/", "_") or "index") + ".png")
+                name = re.sub(r"[^\w.-]+", "_", page.strip("/")).strip("_") or "index"
+                png = args.out / f"{name}.png"
                 shoot(chromium, url, png, args.width, args.height)
                 size = png.stat().st_size if png.exists() else 0
                 failed += size == 0
