@@ -21,8 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pyg_dist._lazy import lazy_names
-
-__version__ = "0.1.0"
+from pyg_dist._version import __version__
 
 if TYPE_CHECKING:  # visible to IDEs and type checkers; imported on first use at run time
     from pyg_dist.context import DistContext

@@ -194,3 +194,15 @@ def test_metis_honours_every_constraint():
     for j in range(3):
         per = np.bincount(part.numpy(), weights=w[:, j], minlength=4)
         assert per.max() / per.mean() < 1.05, (j, per)
+
+
+def test_version_has_one_source(capsys):
+    import importlib.metadata
+
+    import pyg_dist
+    from pyg_dist._version import __version__
+    from pyg_dist.partition.cli import main as cli_main
+    with pytest.raises(SystemExit) as exc:
+        cli_main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out.strip() == f"pyg-dist-partition {__version__}"
+    assert pyg_dist.__version__ == __version__ == importlib.metadata.version("pyg-dist")

@@ -100,7 +100,7 @@ def cache_folders() -> List[Path]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line of ``pyg-dist-warmup`` (also rendered on the docs' command-line page)."""
-    from pyg_dist import __version__
+    from pyg_dist._version import __version__
     p = argparse.ArgumentParser(prog="pyg-dist-warmup", description=(
         "Compile every numba kernel of pyg_dist once and print the seconds and the cache folder(s). "
         "Run it at image build time (see the operations guide on installing) so no start compiles."))

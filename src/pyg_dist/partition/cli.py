@@ -22,7 +22,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
-from pyg_dist import __version__
+from pyg_dist._version import __version__
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
 from pyg_dist.format.precision import FEATURE_DTYPES, parse_dtype
 from pyg_dist.partition.config import METHODS, OOC_METHODS, PartitionConfig

@@ -46,7 +46,7 @@ ALLOWED: Dict[str, Set[str]] = {
     "testing": set(_RUNTIME) | {"datasets", "partition"},
     "pyg_dist": set(_RUNTIME) | {"datasets", "partition", "distributed", "testing"},
 }
-_CORE = {"_types", "errors", "_lazy", "_alloc", "timeouts", "context", "iface", "group", "envvars", "_fsio"}
+_CORE = {"_types", "_version", "errors", "_lazy", "_alloc", "timeouts", "context", "iface", "group", "envvars", "_fsio"}
 
 
 def module_name(path: Path, root: Path = PACKAGE_DIR) -> str:
