@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 import traceback
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_positive_int
 
@@ -64,6 +64,16 @@ def free_ports(count: int, host: str = "127.0.0.1") -> List[int]:
     finally:
         for sock in socks:
             sock.close()
+
+
+def _ports_apart(args: Tuple[Any, ...]) -> List[int]:
+    """Two free ports (MASTER_PORT, PYG_DIST_RPC_PORT) other than any port-like int among ``args``: a port the
+    caller picked and released a moment before may be handed out again."""
+    taken = {a for a in args if isinstance(a, int) and not isinstance(a, bool) and 1024 <= a < 65536}
+    while True:
+        ports = free_ports(2)
+        if not taken.intersection(ports):
+            return ports
 
 
 def _tail(path: str) -> str:
@@ -152,7 +162,7 @@ def spawn_world(world_size: int, fn: Callable[..., Any], *args: Any, timeout: fl
     own_dir = log_dir is None
     logs: str = tempfile.mkdtemp(prefix="pyg_dist_world_") if log_dir is None else log_dir
     os.makedirs(logs, exist_ok=True)
-    ports = free_ports(2)
+    ports = _ports_apart(args)
     procs: Dict[int, subprocess.Popen] = {}
     try:
         for rank in range(world_size):
