@@ -16,6 +16,12 @@ interleaved rounds; each row is its median round.
 
     python scripts/bench_train.py --scale 0.05 --steps 10        # while developing
     python scripts/bench_train.py --graph /tmp/products_like.pt
+    python scripts/bench_train.py --graph /tmp/products_like.pt --link-gbps 1    # remote rounds over a slow link
+
+``--link-gbps G``: every rank's replies to its peers wait for an emulated NIC of ``G`` Gb/s
+(:mod:`pyg_dist.testing.link`, as in ``bench_dist.py``); only the 2-rank rows without sampler workers run
+(the link throttles the trainers' own serving; a worker process serves without it), so the table shows how
+much of the link's time ``concurrency=2`` hides behind the training step.
 """
 from __future__ import annotations
 
@@ -43,6 +49,11 @@ def train_rank(rank: int, world_size: int, root: str, opts: dict) -> dict:
     warmup()
     cfg = TrainConfig(root, num_workers=opts["num_workers"], timeout=300)
     with dist_session(cfg) as env:
+        if opts.get("link_gbps"):  # replies wait for an emulated NIC of that rate (see pyg_dist.testing.link)
+            from pyg_dist.sampler.messages import ONE_HOP_OP
+            from pyg_dist.store.lookup import LOOKUP_OP
+            from pyg_dist.testing.link import EmulatedLink, throttle_callees
+            throttle_callees(EmulatedLink(opts["link_gbps"]), [ONE_HOP_OP, LOOKUP_OP])
         loader = DistNeighborLoader(env, opts["fanouts"], batch_size=opts["batch_size"], shuffle=True,
                                     num_workers=opts["num_workers"], concurrency=opts["concurrency"])
         model = wrap_ddp(GraphSAGE(opts["dim"], opts["hidden"], opts["layers"], 47), env)
@@ -75,7 +86,7 @@ def run_config(args, method: str, parts: int, concurrency: int, workers: int) ->
     root = bench_dist.folder(args, method, parts)
     opts = {"fanouts": args.fanouts, "batch_size": args.batch_size, "steps": args.steps, "warmup": args.warmup,
             "concurrency": concurrency, "num_workers": workers, "dim": args.dim, "hidden": args.hidden,
-            "layers": len(args.fanouts)}
+            "layers": len(args.fanouts), "link_gbps": args.link_gbps}
     env = {"OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     import bench_train  # spawned ranks import the function by module name (sys.path[0] = scripts/)
     res = spawn_world(parts, bench_train.train_rank, root, opts, timeout=3600, env=env)
@@ -100,19 +111,24 @@ def main(argv=None) -> None:
     p.add_argument("--steps", type=int, default=30, help="timed steps per rank")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps per rank first")
     p.add_argument("--repeats", type=int, default=2, help="interleaved rounds; each row is its median")
+    p.add_argument("--link-gbps", type=float, default=None,
+                   help="replies cross an emulated link of this many Gb/s per rank (2-rank rows, no workers)")
     args = p.parse_args(argv)
     configs = [(m, n, c, w) for m, n in (("random", 1), (args.method, 2)) for c, w in ((1, 0), (2, 0), (1, 1))]
+    if args.link_gbps:
+        configs = [(args.method, 2, c, 0) for c in (1, 2, 3)]
     rounds = [[run_config(args, *c) for c in configs] for _ in range(max(1, args.repeats))]
     rows = [bench_dist.median_row([r[i] for r in rounds]) for i in range(len(configs))]
     src = args.graph or f"built-in products shape, scale {args.scale:g}"
     print(f"Training with DistNeighborLoader, {src}; GraphSAGE {len(args.fanouts)}x{args.hidden}, fanouts "
           f"{args.fanouts}, batch {args.batch_size}, 1 torch thread per rank, {args.warmup} warm-up + {args.steps} "
-          f"timed steps per rank; median of {max(1, args.repeats)} interleaved rounds (all rounds in brackets)")
+          f"timed steps per rank; median of {max(1, args.repeats)} interleaved rounds (all rounds in brackets)"
+          + (f"; replies over an emulated {args.link_gbps:g} Gb/s link per rank" if args.link_gbps else ""))
     head = ("partitioning", "ranks", "batches", "steps/s total", "vs concurrency=1", "wait ms/step", "train ms/step")
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("---" for _ in head) + "|")
     for i, r in enumerate(rows):
-        base = rows[i - i % 3]["bps"]
+        base = rows[i - i % 3]["bps"]  # the group's concurrency=1 row
         every = "/".join(f"{b:.2f}" for b in r["all_bps"])
         print(f"| {r['method']} | {r['ranks']} | {r['how']} | {r['bps']:.2f} [{every}] | {r['bps'] / base:.2f}x | "
               f"{r['wait_ms']:.0f} | {r['step_ms']:.0f} |")
