@@ -1,5 +1,4 @@
 """The README demo runs offline and learns: examples/train_local.py as a subprocess, tiny settings."""
-import importlib.util
 import re
 import subprocess
 import sys
@@ -8,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import pyg_dist
+from pyg_dist.testing import load_script
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "train_local.py"
 
@@ -29,10 +29,7 @@ def test_demo_runs_one_epoch_on_a_small_synthetic_graph():
 
 
 def _demo_module():
-    spec = importlib.util.spec_from_file_location("train_local_demo", DEMO)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(DEMO, "train_local_demo")
 
 
 def test_demo_rejects_bad_arguments(capsys):

@@ -3,7 +3,6 @@ typed one-line error within the bound, torchrun fails, and nothing is left behin
 The same rows, measured on the generator's graph, are ``python scripts/bench_faults.py``."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 from pathlib import Path
@@ -12,6 +11,7 @@ import pytest
 
 import pyg_dist
 from pyg_dist.partition import Partitioner
+from pyg_dist.testing import load_script
 
 BENCH = Path(__file__).resolve().parents[2] / "scripts" / "bench_faults.py"
 BOUND = 6.0
@@ -19,10 +19,7 @@ SLACK = 4.0   # process exit, torchrun's 0.1 s monitor, 2 busy cores
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_faults", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(BENCH, "bench_faults")
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@
 ``GraphStore``, and the example on Cora (SQLite and partition stores within 1 point of the ``Data`` path)."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import pickle
 import re
@@ -18,16 +17,13 @@ from torch_geometric.data import FeatureStore, GraphStore, TensorAttr
 import pyg_dist
 from pyg_dist.datasets.planetoid import shared_data_root
 from pyg_dist.errors import DataFileError, InvalidArgumentError
+from pyg_dist.testing import load_script
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "remote_backend"
 
 
 def _module(name):
-    spec = importlib.util.spec_from_file_location(f"remote_backend_{name}", EXAMPLE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module                               # dataclasses and pickle look the module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script(EXAMPLE / f"{name}.py", f"remote_backend_{name}", register=True)
 
 
 SQLiteFeatureStore = _module("sqlite_store").SQLiteFeatureStore

@@ -2,7 +2,6 @@
 numbers the partition folder really holds (recounted from the partitions, not taken from the report)."""
 from __future__ import annotations
 
-import importlib.util
 import math
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ from pyg_dist.errors import MissingDependencyError
 from pyg_dist.format import load_partition, read_meta
 from pyg_dist.partition import plot as P
 from pyg_dist.partition.cli import main
+from pyg_dist.testing import load_script
 
 pytest.importorskip("matplotlib")
 
@@ -129,10 +129,7 @@ def test_missing_matplotlib_is_a_typed_error_before_partitioning(tmp_path, monke
 
 
 def _bench_plot():
-    spec = importlib.util.spec_from_file_location("bench_plot", REPO / "scripts" / "bench_plot.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(REPO / "scripts" / "bench_plot.py")
 
 
 def test_bench_plot_hand_made_rows(tmp_path, capsys):

@@ -4,7 +4,6 @@ documented meaning, every PYG_DIST_* variable the code names is registered (and 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import re
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import pytest
 
 from pyg_dist.envvars import ENV_VARS, EnvVar, env_var
 from pyg_dist.errors import InvalidArgumentError
+from pyg_dist.testing import load_script
 from pyg_dist.testing import settings_table as st
 from pyg_dist.train.session import TrainConfig
 
@@ -44,10 +44,7 @@ def test_page_is_deterministic_and_lists_every_setting_and_variable():
 
 
 def _gen_settings():
-    spec = importlib.util.spec_from_file_location("gen_settings", REPO / "scripts" / "gen_settings.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(REPO / "scripts" / "gen_settings.py")
 
 
 def test_gen_settings_check_passes_on_the_fresh_page_and_fails_on_a_stale_one(tmp_path, capsys):

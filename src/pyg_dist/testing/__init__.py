@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # visible to IDEs and type checkers; imported on first use at
         typed_k_hop,
         typed_stores,
     )
+    from pyg_dist.testing.scripts import load_script
     from pyg_dist.testing.world import RankFailedError, WorldTimeoutError, free_port, free_ports, spawn_world
 
 _LAZY = {
@@ -35,6 +36,7 @@ _LAZY = {
     "write_pyg_hetero": "pyg_dist.testing.folders",
     "write_pyg_homo": "pyg_dist.testing.folders",
     "EmulatedLink": "pyg_dist.testing.link",
+    "load_script": "pyg_dist.testing.scripts",
     "throttle_callees": "pyg_dist.testing.link",
     "check_edges_and_features": "pyg_dist.testing.oracles",
     "check_repeats": "pyg_dist.testing.oracles",
