@@ -29,30 +29,20 @@ from pyg_dist.store import LOOKUP_OP, LocalFeatureStore
 from pyg_dist.store import lookup as lookup_mod
 from pyg_dist.store.limits import REPLY_MAX_ENV, SERVE_BUDGET_ENV, ByteBudget
 from pyg_dist.store.lookup import FeatureQuery, LookupReply, LookupRequest
-from pyg_dist.testing import original_attrs
+from pyg_dist.testing import original_attrs, partitioned
 from tests.store.test_store import no_world, simulated_world  # noqa: F401 -- no_world: autouse fixture
 
 pytestmark = pytest.mark.timeout(240)
 REPEATS = 100_000
 
 
-def _homo():
-    return synthetic_graph(900, 6, num_features=6, community_size=60, node_time=True, edge_time=True,
-                           edge_dim=3, seed=3)
-
-
-def _hetero():
-    return synthetic_graph(900, 6, num_features=5, community_size=60, hetero=True, node_time=True,
-                           edge_dim=2, seed=4)
-
-
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
-    root = tmp_path_factory.mktemp("bounded")
-    out = {"homo": (_homo(), root / "homo2"), "hetero": (_hetero(), root / "hetero2")}
-    for data, path in out.values():
-        Partitioner(data, 2, method="random").save(path, progress=False)
-    return out
+    common = dict(num_features=6, community_size=60, node_time=True, seed=3)
+    homo = synthetic_graph(900, 6, edge_time=True, edge_dim=3, **common)
+    hetero = synthetic_graph(900, 6, hetero=True, edge_dim=2, **{**common, "num_features": 5, "seed": 4})
+    return partitioned(tmp_path_factory.mktemp("bounded"), {
+        "homo": (homo, 2, {"method": "random"}), "hetero": (hetero, 2, {"method": "random"})})
 
 
 def _simulated_world(monkeypatch, stores):

@@ -29,7 +29,7 @@ from pyg_dist.store import LocalFeatureStore, LocalGraphStore
 from pyg_dist.store.limits import REPLY_MAX_ENV
 from pyg_dist.store.lookup import FeatureQuery, LookupReply, LookupRequest
 from pyg_dist.store.quant import QuantRows, check_chunks, encode_rows, quantised, wire_row_bytes
-from pyg_dist.testing import original_attrs
+from pyg_dist.testing import original_attrs, partitioned
 from tests.store.test_store import no_world, simulated_world  # noqa: F401 -- no_world: autouse fixture
 
 pytestmark = pytest.mark.timeout(240)
@@ -199,13 +199,9 @@ def _hetero():
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
-    root = tmp_path_factory.mktemp("quant")
-    out = {"homo": (_homo(), root / "homo2"), "hetero": (_hetero(), root / "hetero2"),
-           "cached": (_homo(), root / "cached2")}
-    Partitioner(out["homo"][0], 2, method="random").save(out["homo"][1], progress=False)
-    Partitioner(out["hetero"][0], 2, method="random").save(out["hetero"][1], progress=False)
-    Partitioner(out["cached"][0], 2, method="metis", cache_ratio=0.3).save(out["cached"][1], progress=False)
-    return out
+    return partitioned(tmp_path_factory.mktemp("quant"), {
+        "homo": (_homo(), 2, {"method": "random"}), "hetero": (_hetero(), 2, {"method": "random"}),
+        "cached": (_homo(), 2, {"method": "metis", "cache_ratio": 0.3})})
 
 
 def _stores(monkeypatch, root):

@@ -32,7 +32,7 @@ from pyg_dist.rpc.callees import CallReply
 from pyg_dist.rpc.calls import RpcFuture
 from pyg_dist.store import LOOKUP_OP, LocalFeatureStore, LocalGraphStore, load_stores
 from pyg_dist.store.lookup import FeatureQuery, LookupRequest, plan_lookup
-from pyg_dist.testing import original_attrs, write_pyg_homo
+from pyg_dist.testing import original_attrs, partitioned, write_pyg_homo
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -53,13 +53,9 @@ def _public(store, group):
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
-    root = tmp_path_factory.mktemp("stores")
-    out = {"homo": (_homo(), root / "homo3"), "hetero": (_hetero(), root / "hetero2"),
-           "hybrid": (_homo(), root / "hybrid2")}
-    Partitioner(out["homo"][0], 3, method="metis").save(out["homo"][1], progress=False)
-    Partitioner(out["hetero"][0], 2, method="random").save(out["hetero"][1], progress=False)
-    Partitioner(out["hybrid"][0], 2, method="hybrid", base_method="random").save(out["hybrid"][1], progress=False)
-    return out
+    return partitioned(tmp_path_factory.mktemp("stores"), {
+        "homo": (_homo(), 3, {"method": "metis"}), "hetero": (_hetero(), 2, {"method": "random"}),
+        "hybrid": (_homo(), 2, {"method": "hybrid", "base_method": "random"})})
 
 
 @pytest.fixture(autouse=True)

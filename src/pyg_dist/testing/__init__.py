@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING
 from pyg_dist._lazy import lazy_names
 
 if TYPE_CHECKING:  # visible to IDEs and type checkers; imported on first use at run time
-    from pyg_dist.testing.folders import check_roundtrip, reassemble, write_pyg_hetero, write_pyg_homo
+    from pyg_dist.testing.folders import (
+        check_roundtrip,
+        partitioned,
+        reassemble,
+        write_pyg_hetero,
+        write_pyg_homo,
+    )
     from pyg_dist.testing.link import EmulatedLink, throttle_callees
     from pyg_dist.testing.oracles import (
         check_edges_and_features,
@@ -32,6 +38,7 @@ if TYPE_CHECKING:  # visible to IDEs and type checkers; imported on first use at
 _LAZY = {
     # public name: the module that defines it
     "check_roundtrip": "pyg_dist.testing.folders",
+    "partitioned": "pyg_dist.testing.folders",
     "reassemble": "pyg_dist.testing.folders",
     "write_pyg_hetero": "pyg_dist.testing.folders",
     "write_pyg_homo": "pyg_dist.testing.folders",

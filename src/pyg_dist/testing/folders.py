@@ -236,4 +236,19 @@ def write_pyg_hetero(data, owners: Dict[str, Tensor], root: Path, num_parts: int
     (root / "META.json").write_text(json.dumps(meta))
 
 
-__all__ = ["reassemble", "check_roundtrip", "write_pyg_homo", "write_pyg_hetero"]
+def partitioned(root: PathLike, specs: Dict[str, Tuple[Any, int, Dict[str, Any]]]) -> Dict[str, Tuple[Any, Path]]:
+    """Writes one partition folder per entry: ``{name: (data, num_parts, Partitioner options)}`` ->
+    ``{name: (data, root / name)}`` (what the store tests' module fixtures share).
+
+    Example:
+        >>> folders = partitioned(tmp, {"homo": (data, 2, {"method": "random"})})  # doctest: +SKIP
+    """
+    from pyg_dist.partition.partitioner import Partitioner
+    out = {}
+    for name, (data, parts, options) in specs.items():
+        Partitioner(data, parts, **options).save(Path(root) / name, progress=False)
+        out[name] = (data, Path(root) / name)
+    return out
+
+
+__all__ = ["reassemble", "check_roundtrip", "write_pyg_homo", "write_pyg_hetero", "partitioned"]
