@@ -47,18 +47,30 @@ class WorldTimeoutError(PyGDistError, TimeoutError):
                          f"(all killed)\n{tails}")
 
 
+#: Where test ports are drawn: below Linux's ephemeral range (32768-60999 by default), so that no outgoing
+#: connection of another test (gloo, TensorPipe) takes a port between its pick and its use.
+TEST_PORTS = (20000, 32000)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago (bind to port 0 and release it)."""
+    """A TCP port that was free a moment ago (see :func:`free_ports`)."""
     return free_ports(1, host)[0]
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> List[int]:
-    """``count`` distinct TCP ports that were free a moment ago."""
+    """``count`` distinct TCP ports that were free a moment ago, drawn at random from :data:`TEST_PORTS` (the
+    OS's choice of an ephemeral one when none there binds)."""
+    import random
     socks = []
     try:
         for _ in range(count):
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind((host, 0))
+            for port in [random.randrange(*TEST_PORTS) for _ in range(50)] + [0]:
+                try:
+                    sock.bind((host, port))
+                    break
+                except OSError:
+                    continue
             socks.append(sock)
         return [s.getsockname()[1] for s in socks]
     finally:
