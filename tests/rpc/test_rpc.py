@@ -51,12 +51,29 @@ def _sleep(msg: Sleep):
     return msg.seconds
 
 
+def _echo(msg: Ids) -> Ids:
+    if msg.ids.dtype != torch.int64:
+        raise TypeError(f"the callee saw {msg.ids.dtype}")
+    return Ids(msg.ids.clone())
+
+
+def _check_wire(peer: int) -> list:
+    """Ids cross as int32 where they fit (pyg_dist.rpc.wire) and arrive as the int64 that was sent."""
+    sizes = []
+    for ids in (torch.arange(1000) * 3 - 1500, torch.arange(1000) + 2 ** 40):
+        fut = rpc.call_async(peer, "echo", Ids(ids))
+        got = fut.wait()
+        assert got.ids.dtype == torch.int64 and torch.equal(got.ids, ids)
+        sizes.append(fut.reply_bytes)
+    return sizes
+
+
 def _die(msg):
     os.kill(os.getpid(), signal.SIGKILL)  # the serving process dies in the middle of the call
 
 
 def _register():
-    for name, fn in [("info", _info), ("boom", _boom), ("sleep", _sleep), ("die", _die)]:
+    for name, fn in [("info", _info), ("boom", _boom), ("sleep", _sleep), ("die", _die), ("echo", _echo)]:
         rpc.register_callee(name, fn, replace=True)
 
 
@@ -83,6 +100,7 @@ def _two_rank_main(rank, world_size):
         rpc.init_rpc(ctx, timeout=90, call_timeout=30)
         rpc.init_rpc(ctx)  # idempotent
         _check_infos(ctx, _gather_infos(2))
+        seen.append(("wire", _check_wire(peer)))
         try:
             rpc.call(peer, "boom", Ids(torch.tensor([1, 2])))
             raise AssertionError("remote ZeroDivisionError did not arrive")
@@ -106,7 +124,7 @@ def test_two_ranks_remote_calls_errors_timeouts_and_reinit():
     results = spawn_world(2, _two_rank_main, timeout=200)
     for rank, seen in enumerate(results):
         peer = 1 - rank
-        assert seen == [("boom", peer, peer), ("timeout", True)] * 2
+        assert seen == [("wire", [4000, 8000]), ("boom", peer, peer), ("timeout", True)] * 2
 
 
 # ---------------------------------------------------------------------------------------- 4 ranks

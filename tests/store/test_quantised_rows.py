@@ -28,7 +28,7 @@ from pyg_dist.partition import Partitioner
 from pyg_dist.store import LocalFeatureStore, LocalGraphStore
 from pyg_dist.store.limits import REPLY_MAX_ENV
 from pyg_dist.store.lookup import FeatureQuery, LookupReply, LookupRequest
-from pyg_dist.store.quant import QuantRows, check_chunks, encode_rows, quantised, wire_row_bytes
+from pyg_dist.store.quant import QuantRows, RowCodes, check_chunks, encode_rows, quantised, wire_row_bytes
 from pyg_dist.testing import original_attrs, partitioned
 from tests.store.test_store import no_world, simulated_world  # noqa: F401 -- no_world: autouse fixture
 
@@ -156,6 +156,60 @@ def test_which_attributes_travel_quantised():
 
 def _good(n=4, d=6):
     return QuantRows(torch.zeros(n, d, dtype=torch.int8), torch.ones(n), torch.zeros(n))
+
+
+def _same_rows(a: QuantRows, b: QuantRows) -> bool:
+    return all(torch.equal(x, y) for x, y in ((a.q, b.q), (a.scale, b.scale), (a.offset, b.offset)))
+
+
+def test_row_codes_encode_a_column_once_and_give_the_per_request_codes(backend, monkeypatch):
+    from pyg_dist.store import quant
+    encoded = []
+    real = quant._encode_column
+    monkeypatch.setattr(quant, "_encode_column", lambda col: encoded.append(col.size(0)) or real(col))
+    col = torch.randn(50, 12, generator=torch.Generator().manual_seed(4)) * 3
+    codes = RowCodes()
+    for rows in (torch.tensor([7, 0, 49, 7]), torch.arange(50).flip(0), torch.tensor([], dtype=torch.int64)):
+        got = codes.encode(("_N", "x"), col, rows, "x")
+        assert _same_rows(got, encode_rows(col, rows, "x"))   # bit-identical to encoding the rows asked
+    assert encoded == [50] and codes.nbytes == 50 * (12 + 8)
+
+
+def test_row_codes_follow_a_changed_column(backend):
+    col = torch.randn(20, 6, generator=torch.Generator().manual_seed(5))
+    codes, rows = RowCodes(), torch.tensor([3, 11, 3])
+    codes.encode("x", col, rows, "x")
+    col[11] += 5.0                                 # in place (a learnable embedding's optimizer step)
+    assert _same_rows(codes.encode("x", col, rows, "x"), encode_rows(col, rows, "x"))
+    other = torch.randn(20, 6)                      # the column replaced by another tensor
+    assert _same_rows(codes.encode("x", other, rows, "x"), encode_rows(other, rows, "x"))
+    assert codes.nbytes == 0                        # dropped: per request from then on
+
+
+def test_row_codes_of_a_column_with_a_row_the_codec_refuses(backend):
+    col = torch.randn(10, 4)
+    col[6, 1] = float("inf")
+    codes = RowCodes()
+    assert _same_rows(codes.encode("x", col, torch.tensor([0, 9]), "x"), encode_rows(col, torch.tensor([0, 9]), "x"))
+    with pytest.raises(QuantisationError, match="x of 'p': row 6 holds NaN / inf"):
+        codes.encode("x", col, torch.tensor([2, 6]), "x of 'p'")
+
+
+def test_an_owner_encodes_each_column_once(folders, monkeypatch):
+    from pyg_dist.store import quant
+    data, root = folders["homo"]
+    (fs, owner), _ = _stores(monkeypatch, root)
+    encoded = []
+    real = quant._encode_column
+    monkeypatch.setattr(quant, "_encode_column", lambda col: encoded.append(tuple(col.shape)) or real(col))
+    orig = load_original_ids(root)
+    ids = fs.book.owned_ids(HOMO_NODE, 1)
+    for k in range(3):
+        got, _ = _lookup(fs, HOMO_NODE, ids[k::3], ["x", "y"], "int8")
+        assert _within_bound(data.x[orig[HOMO_NODE][ids[k::3]]], got["x"])
+        assert torch.equal(got["y"], data.y[orig[HOMO_NODE][ids[k::3]]])
+    assert encoded == [(ids.numel(), 16)]                  # x once, whole; y travels exact
+    assert owner._row_codes.nbytes == ids.numel() * (16 + 8)
 
 
 @pytest.mark.parametrize("tamper, error", [

@@ -33,7 +33,7 @@ from typing import Any, Optional
 import torch
 
 from ..errors import PEER_GONE, InvalidArgumentError, PyGDistError, RemoteCallError, RpcTimeoutError, check_seconds
-from . import aio, callees
+from . import aio, callees, wire
 from .state import live_state, require_state, torch_rpc
 
 #: Extra seconds a waiter allows beyond the call's own timeout before giving up on torch's verdict.
@@ -41,9 +41,18 @@ _GRACE = 5.0
 
 
 def _remote_serve(op: str, payload: Any, partitioning: Optional[str] = None) -> callees.CallReply:
-    """Runs on the serving process (shipped by reference through torch RPC, with the caller's partitioning)."""
+    """Runs on the serving process (shipped by reference through torch RPC, with the caller's partitioning);
+    the payload and the reply's value cross as :mod:`pyg_dist.rpc.wire` packs them (int32 where ids fit)."""
     state = live_state()
-    return callees.serve(op, payload, served_by=state.name if state else "", caller_partitioning=partitioning)
+    served_by = state.name if state else ""
+    try:
+        payload, _ = wire.unpack(payload, "the caller")
+    except Exception as exc:  # noqa: BLE001 -- a malformed payload travels back like a callee's failure
+        return callees.CallReply(error=f"{type(exc).__name__}: {exc}", served_by=served_by)
+    reply = callees.serve(op, payload, served_by=served_by, caller_partitioning=partitioning)
+    if reply.error is None:
+        reply.value = wire.pack(reply.value)
+    return reply
 
 
 class RpcFuture:
@@ -57,6 +66,11 @@ class RpcFuture:
                  timeout: float):
         self._fut, self.op, self.partition, self.rank = fut, op, partition, rank
         self.served_by, self.timeout = name, timeout
+        #: Tensor bytes of the reply's value as it travelled (int32 ids count 4 bytes); set by the first
+        #: ``wait()`` / ``await`` that returns it.
+        self.reply_bytes = 0
+        self._value: Any = None
+        self._unpacked = False
 
     def done(self) -> bool:
         """True once the reply (or the failure) has arrived."""
@@ -96,7 +110,11 @@ class RpcFuture:
         if reply.error is not None:
             raise RemoteCallError(self.op, self.partition, self.rank,
                                   f"callee raised on {reply.served_by or self.served_by}:\n{reply.error}")
-        return reply.value
+        if not self._unpacked:  # widen the ids once, however often the result is asked for
+            self._value, self.reply_bytes = wire.unpack(reply.value, f"partition {self.partition} (rpc rank "
+                                                        f"{self.rank}, {reply.served_by or self.served_by})")
+            self._unpacked = True
+        return self._value
 
     def _transport_error(self, exc: Exception) -> PyGDistError:
         text = str(exc).strip()
@@ -143,7 +161,8 @@ def call_async(partition: int, op: str, payload: Any = None, *, timeout: Optiona
         fut.set_result(callees.serve(op, payload, served_by=state.name))
     else:
         rpc = torch_rpc()
-        fut = rpc.rpc_async(name, _remote_serve, args=(op, payload, callees.partitioning()), timeout=timeout)
+        fut = rpc.rpc_async(name, _remote_serve, args=(op, wire.pack(payload), callees.partitioning()),
+                            timeout=timeout)
     return RpcFuture(fut, op, partition, target, name, timeout)
 
 

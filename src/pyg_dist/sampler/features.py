@@ -41,7 +41,9 @@ def _record(stats: SamplerStats, ids: Dict, plan, out: Dict, received: Optional[
         asked = plan.asked_rows(i)  # the wire carries each distinct id (and its row) once
         if received is None:
             stats.bytes_received += asked * sum(v[0].numel() * v.element_size() for v in out[g].values() if v.numel())
-        stats.bytes_sent += 8 * asked
+    if plan.requests:  # the ids asked, as they crossed (int32 where they fit: pyg_dist.rpc.wire)
+        from pyg_dist.rpc import wire
+        stats.bytes_sent += sum(wire.nbytes(r) for r in plan.requests.values())
     if received is not None:
         stats.bytes_received += received
 

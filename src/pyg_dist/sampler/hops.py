@@ -140,9 +140,18 @@ async def _gather(graph: SamplingGraph, opts: HopOptions, tasks: Sequence[HopTas
               for t, pos in zip(tasks, plan.cached)]
     replies = dict(zip(futures, await asyncio.gather(*futures.values()))) if futures else {}
     if stats is not None:
-        stats.record_hop(plan, sum(tensor_bytes(r) for r in plan.requests.values()),
-                         sum(tensor_bytes(r) for r in replies.values()))
+        stats.record_hop(plan, *_wire_bytes(plan, futures, replies))
     return _pieces(plan, local, replies, cached, graph.num_nodes)
+
+
+def _wire_bytes(plan: HopPlan, futures: Dict, replies: Dict) -> Tuple[int, int]:
+    """Bytes of a hop's requests and replies as they crossed (ids as int32 where they fit:
+    :mod:`pyg_dist.rpc.wire`)."""
+    if not futures:
+        return 0, 0
+    from pyg_dist.rpc import wire
+    return (sum(wire.nbytes(r) for r in plan.requests.values()),
+            sum(getattr(f, "reply_bytes", 0) or tensor_bytes(replies[p]) for p, f in futures.items()))
 
 
 async def gather_hop(graph: SamplingGraph, opts: HopOptions, tasks: Sequence[HopTask], template: OneHopRequest,

@@ -25,6 +25,7 @@ from pyg_dist.store.buffers import gather_rows
 from pyg_dist.store.cache import FeatureCache
 from pyg_dist.store.folder import PartitionStoreMixin
 from pyg_dist.store.limits import ByteBudget
+from pyg_dist.store.quant import RowCodes
 from pyg_dist.store.routing import owned_rows
 
 _WHERE = "LocalFeatureStore"
@@ -92,6 +93,7 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
         self._cache: Optional[FeatureCache] = None
         self._budget = ByteBudget()  # reply bytes this store serves at once (one serving store per process)
         self._reply_pool = serving.reply_pool()  # ... and their buffers, recycled once sent
+        self._row_codes = RowCodes()  # ... and the int8 codes of its columns, encoded on first use
         path = M.feature_cache_path(data.meta.root, data.part)
         if data.meta.is_native and path.is_file():  # written by the partitioner: no RPC at start-up
             self._load_folder_cache(path, mmap)
@@ -298,7 +300,7 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
     def _serve_request(self, req: lookup.LookupRequest) -> lookup.LookupReply:
         """The lookup callee: answers within this process's serving limits (:mod:`pyg_dist.store.limits`)."""
         return serving.serve_request(self.book, self.partition, self._serve_column, req, self._budget,
-                                     self._reply_pool)
+                                     self._reply_pool, self._row_codes)
 
     def _serve_column(self, group, name: str) -> Tensor:
         return self._column("lookup", group, name)

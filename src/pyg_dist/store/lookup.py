@@ -271,7 +271,7 @@ class LookupFuture:
     @property
     def received_bytes(self) -> int:
         """Tensor bytes of the replies received (as they travelled: int8 rows count their codes, scales and
-        offsets); 0 until complete."""
+        offsets, ids and integers that fit int32 4 bytes each: :mod:`pyg_dist.rpc.wire`); 0 until complete."""
         return self._received
 
     def done(self) -> bool:
@@ -301,7 +301,7 @@ class LookupFuture:
         assert self._plan is not None and self._finish is not None  # a pending future has both
         for p, reply in zip(self._pending, replies):
             _scatter(self._plan, self._out, p, reply)
-            self._received += quant.reply_bytes(reply)
+            self._received += getattr(p.future, "reply_bytes", 0) or quant.reply_bytes(reply)
         self._pending, self._done = [], True
         self._result = self._finish(self._out)
 

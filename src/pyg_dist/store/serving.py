@@ -11,7 +11,8 @@ within bounds, whatever the peer asks.
 * **Budget.** The reply's bytes wait for room under ``$PYG_DIST_SERVE_BUDGET_MB`` before the gather and
   count until the RPC layer has sent them (:class:`~pyg_dist.store.limits.ByteBudget`).
 * **Wire format.** ``req.remote_rows="int8"`` (opt-in) sends each quantised attribute's rows as int8 codes
-  plus a float32 scale and offset per row, encoded straight from the column (:mod:`pyg_dist.store.quant`);
+  plus a float32 scale and offset per row, gathered from the column's codes (encoded once per column by the
+  store's :class:`~pyg_dist.store.quant.RowCodes`; per request without one: :mod:`pyg_dist.store.quant`);
   the cap, the budget and the chunks count those wire bytes. A row that cannot be encoded (NaN / inf)
   is refused with :class:`~pyg_dist.errors.QuantisationError`.
 * **Chunks.** Rows go out as chunks of at most :data:`CHUNK_BYTES`, gathered into buffers the store's
@@ -55,7 +56,8 @@ CHUNK_BYTES = 8 << 20
 
 
 def serve_request(book, part: int, column: Callable[[Group, str], Tensor], req: LookupRequest,
-                  budget: Optional[ByteBudget] = None, pool: Optional[BufferPool] = None) -> LookupReply:
+                  budget: Optional[ByteBudget] = None, pool: Optional[BufferPool] = None,
+                  codes: Optional[quant.RowCodes] = None) -> LookupReply:
     """Answers a request for rows this partition owns (runs on the callee's process).
 
     Args:
@@ -65,6 +67,7 @@ def serve_request(book, part: int, column: Callable[[Group, str], Tensor], req: 
         req: The peer's request.
         budget: This process's :class:`~pyg_dist.store.limits.ByteBudget` (``None``: no waiting).
         pool: The reply buffers to recycle (its limit follows the budget), or ``None`` (fresh tensors).
+        codes: The store's int8 codes of its columns (``remote_rows="int8"``), or ``None``: encode per request.
 
     Raises:
         PyGDistError: the request was routed to the wrong partition, is malformed, or names ids this
@@ -89,7 +92,7 @@ def serve_request(book, part: int, column: Callable[[Group, str], Tensor], req: 
     if budget is not None and nbytes:
         hold = budget.acquire(nbytes, limit, _wait_bound(req), f"partition {part}'s lookup reply ({rows} rows)")
     try:
-        values = [{name: _chunks(book, part, q.group, name, column(q.group, name), r, pool, mode)
+        values = [{name: _chunks(book, part, q.group, name, column(q.group, name), r, pool, mode, codes)
                    for name in q.attr_names} for q, (r, _) in zip(req.queries, asked)]
     except BaseException:
         if hold is not None:
@@ -144,22 +147,24 @@ def _remote_rows(req: LookupRequest, part: int) -> str:
 
 
 def _chunks(book, part: int, group: Group, name: str, col: Tensor, rows: Tensor, pool: Optional[BufferPool],
-            mode: str) -> List[Any]:
+            mode: str, codes: Optional[quant.RowCodes] = None) -> List[Any]:
     """``col[rows]`` (attribute ``name``) in wire format ``mode``, as consecutive chunks of at most
     :data:`CHUNK_BYTES` of wire bytes, each on its own storage: tensors of rows, or (int8, quantised attributes)
-    :class:`~pyg_dist.store.quant.QuantRows` encoded straight from ``col``, whose refusals name this partition,
-    the attribute and the row's global id."""
+    :class:`~pyg_dist.store.quant.QuantRows` from ``codes`` (or encoded from ``col``), whose refusals name this
+    partition, the attribute and the row's global id."""
     step = max(1, CHUNK_BYTES // max(1, quant.wire_row_bytes(col, name, mode)))
     spans = [rows[i:i + step] for i in range(0, max(rows.numel(), 1), step)]
     if mode == "exact" or not quant.quantised(name, col.dtype, col.shape[1:]):
         return [gather_rows(col, r, pool) for r in spans]
     what = f"partition {part} cannot send {name!r} of {group!r} as int8 rows"
-    out = []
-    for r in spans:
-        codes = None if pool is None else pool.empty((r.numel(),) + tuple(col.shape[1:]), torch.int8)
-        out.append(quant.encode_rows(col, r, what, codes, lambda row: f"global id "
-                                     f"{int(book.owned_ids(group, part)[row])}"))
-    return out
+
+    def name_row(row: int) -> str:
+        return f"global id {int(book.owned_ids(group, part)[row])}"
+
+    if codes is not None:
+        return [codes.encode((group, name), col, r, what, pool, name_row) for r in spans]
+    return [quant.encode_rows(col, r, what, None if pool is None else
+                              pool.empty((r.numel(),) + tuple(col.shape[1:]), torch.int8), name_row) for r in spans]
 
 
 def reply_pool() -> BufferPool:

@@ -73,11 +73,11 @@ def throttle_callees(link: EmulatedLink, names: Sequence[str]) -> None:
 
 
 def _throttled(link: EmulatedLink, fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    from pyg_dist.sampler.messages import tensor_bytes
+    from pyg_dist.rpc import wire
 
     def serve(payload: Any) -> Any:
-        reply = fn(payload)
-        link.transmit(tensor_bytes(reply))
+        reply = wire.pack(fn(payload))  # the bytes as they cross (packing again on the way out is a no-op)
+        link.transmit(wire.nbytes(reply))
         return reply
     if hasattr(fn, "__self__"):  # a store's bound callee: its serve / stop_serving still recognise it
         serve.__self__ = fn.__self__  # type: ignore[attr-defined]
