@@ -45,6 +45,8 @@ def _prefetch(typingctx, arr, idx):
 
 
 _AHEAD = 8
+#: Cache lines of a seed's neighbour list prefetched ahead (a degree-64 list is 8 lines of int64 ids).
+_LIST_LINES = 8
 
 
 @njit(cache=True, nogil=True)
@@ -224,7 +226,12 @@ def sample_kernel(start, deg, row, has_eid, edge_id, col_offset, offsets, replac
     m = start.shape[0]
     for i in prange(m):
         if i + _AHEAD < m:
-            _prefetch(row, start[i + _AHEAD])
+            a = start[i + _AHEAD]
+            e = a + min(deg[i + _AHEAD], _LIST_LINES * 8)  # a short list's every line (8 ids per line)
+            for q in range(a, max(e, a + 1), 8):
+                _prefetch(row, q)
+                if has_eid:
+                    _prefetch(edge_id, q)
         o = offsets[i]
         cnt = offsets[i + 1] - o
         if cnt == 0:
