@@ -147,8 +147,10 @@ def test_relabel_refuses_ids_outside_the_type_and_stays_clean(backend, disjoint,
     assert r.nodes.tolist() == [5, 3]
     assert r.add(torch.tensor([4, 5]), batch(2)).tolist() == [2, 0]
     r.close()
-    if pool:
-        assert (pool[0] == -1).all()
+    if pool:  # the pooled map remembers nothing of this batch
+        again = make_relabeler(20, backend=backend, pool=pool)
+        assert not pool and again.add(torch.tensor([4, 5, 3, 9])).tolist() == [0, 1, 2, 3]
+        again.close()
 
 
 def test_relabel_hash_grows_and_dense_pool_is_reset():
@@ -160,10 +162,36 @@ def test_relabel_hash_grows_and_dense_pool_is_reset():
     assert (d.nodes[local] == ids).all() and (d.batch[local] == ids % 3).all()
     assert d.size == torch.unique(ids * 3 + ids % 3).numel()
     pool = []
-    r = make_relabeler(5000, backend="numba", pool=pool)
-    r.add(ids)
+    fresh = make_relabeler(5000, backend="numba")
+    expect = fresh.add(ids), fresh.nodes.clone()
+    fresh.close()
+    for _ in range(3):  # batch after batch on one pooled map: every batch relabels as on a fresh one
+        r = make_relabeler(5000, backend="numba", pool=pool)
+        assert torch.equal(r.add(ids), expect[0]) and torch.equal(r.nodes, expect[1])
+        r.close()
+        assert len(pool) == 1
+
+
+def test_dense_scratch_refills_before_its_base_leaves_int32(monkeypatch):
+    """The pooled map's base moves past every batch; near the int32 limit the map is refilled (and a
+    huge type resets the touched entries instead), and batches stay exact throughout."""
+    if "numba" not in BACKENDS:
+        pytest.skip(f"needs the numba kernels: {numba_unavailable_reason()}")
+    from pyg_dist.ops import relabel as R
+    pool = [R.DenseScratch(50)]
+    pool[0].base = 2**31 - 1 - 50 - 2  # this batch's 3 nodes fit; the next base would not
+    ids = torch.tensor([7, 3, 7, 49])
+    for base_after in (0, 3):
+        r = make_relabeler(50, backend="numba", pool=pool)
+        assert r.add(ids).tolist() == [0, 1, 0, 2] and r.nodes.tolist() == [7, 3, 49]
+        r.close()
+        assert pool[0].base == base_after
+    assert int(pool[0].map.max()) == 2 and int((pool[0].map >= 0).sum()) == 3  # refilled, then one batch
+    monkeypatch.setattr(R, "_RESET_ABOVE", 10)  # a "huge" type: touched entries reset, base stays
+    r = make_relabeler(50, backend="numba", pool=pool)
+    assert r.add(ids).tolist() == [0, 1, 0, 2]
     r.close()
-    assert len(pool) == 1 and (pool[0] == -1).all()
+    assert pool[0].base == 3 and int((pool[0].map >= 3).sum()) == 0
 
 
 def test_numba_and_torch_agree_on_counts_and_numba_is_thread_independent():

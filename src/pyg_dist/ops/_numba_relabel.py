@@ -1,18 +1,22 @@
 """Numba relabel kernels (CPU, sequential: first-seen order is inherently ordered).
 
-``relabel_dense`` maps global ids through a dense per-type scratch array (``-1`` = unseen) that the
-caller resets at the touched entries afterwards. ``relabel_hash`` keys on ``batch * num_nodes + id``
-(disjoint subgraphs) in an open-addressing table of ``2**bits`` slots (``-1`` = empty) that the
-caller keeps at most half full.
+``relabel_dense`` maps global ids through a dense per-type scratch array that batches reuse without
+clearing it: a batch writes ``base + local index`` and reads every entry below its ``base`` (an earlier
+batch's, or ``-1``) as unseen; the caller moves ``base`` past the batch's nodes afterwards (or, for
+types too large for that, resets the touched entries with ``reset_dense``). ``relabel_hash`` keys on
+``batch * num_nodes + id`` (disjoint subgraphs) in an open-addressing table of ``2**bits`` slots (``-1`` =
+empty) that the caller keeps at most half full.
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from pyg_dist.ops._numba_sample import _AHEAD, _prefetch
+from pyg_dist.ops._numba_sample import _prefetch
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+#: Ids looked up ahead in the dense map (its loop body is a few instructions: 8 ahead is too close).
+_AHEAD_MAP = 16
 
 
 @njit(cache=True, nogil=True)
@@ -26,24 +30,25 @@ def _first_outside(ids, size):
 
 
 @njit(cache=True, nogil=True)
-def relabel_dense(nbr, mapping, nodes, n, out):
+def relabel_dense(nbr, mapping, base, nodes, n, out):
     """Writes the local index of every ``nbr`` to ``out``; unseen ids are appended to ``nodes[n:]``.
 
-    Returns the new node count, or ``-1 - j`` when ``nbr[j]`` is the first id outside ``[0, len(mapping))``:
-    then nothing was read or written (a first pass checks every id).
+    ``mapping[g] - base`` is ``g``'s local index when not negative (the caller keeps ``base`` plus the
+    type's node count within int32). Returns the new node count, or ``-1 - j`` when ``nbr[j]`` is the first
+    id outside ``[0, len(mapping))``: then nothing was read or written (a first pass checks every id).
     """
     m = nbr.shape[0]
     bad = _first_outside(nbr, mapping.shape[0])
     if bad >= 0:
         return -1 - bad
     for j in range(m):
-        if j + _AHEAD < m:
-            _prefetch(mapping, nbr[j + _AHEAD])
+        if j + _AHEAD_MAP < m:
+            _prefetch(mapping, nbr[j + _AHEAD_MAP])
         g = nbr[j]
-        loc = np.int64(mapping[g])
+        loc = np.int64(mapping[g]) - base
         if loc < 0:
             loc = n
-            mapping[g] = n
+            mapping[g] = base + n
             nodes[n] = g
             n += 1
         out[j] = loc
@@ -86,6 +91,6 @@ def relabel_hash(nbr, nbr_batch, num_nodes, keys, vals, bits, nodes, batch, n, o
 def reset_dense(mapping, nodes, n):
     """Marks ``nodes[:n]`` unseen again in ``mapping``."""
     for j in range(n):
-        if j + _AHEAD < n:
-            _prefetch(mapping, nodes[j + _AHEAD])
+        if j + _AHEAD_MAP < n:
+            _prefetch(mapping, nodes[j + _AHEAD_MAP])
         mapping[nodes[j]] = -1

@@ -30,7 +30,7 @@ def _edge_time(csc: CSC, pos: Tensor, node_time: Optional[Tensor]) -> Tensor:
     if csc.edge_time is not None:
         return csc.edge_time[pos]
     assert node_time is not None, "temporal sampling without edge time needs node_time"
-    return node_time[csc.row[pos]]
+    return node_time[csc.row[pos].long()]
 
 
 def _allowed(csc: CSC, seg: Tensor, pos: Tensor, node_time: Optional[Tensor],
@@ -108,8 +108,8 @@ def sample_torch(csc: CSC, seeds: Tensor, k: int, replace: bool, last: bool,
     """Returns ``(nbr, edge, count)``: sampled global ids and edge ids grouped by seed, and counts."""
     if csc.weight is None and seed_time is None and k >= 0:
         pos, cnt = _uniform_positions(csc.colptr, seeds, k, replace, gen)
-        edge = pos if csc.edge_id is None else csc.edge_id[pos]
-        return csc.row[pos], edge, cnt
+        edge = pos if csc.edge_id is None else csc.edge_id[pos].long()
+        return csc.row[pos].long(), edge, cnt
     seg, pos = _expand(csc.colptr, seeds)
     if csc.weight is not None or seed_time is not None:
         keep = _allowed(csc, seg, pos, node_time, seed_time)
@@ -137,8 +137,8 @@ def sample_torch(csc: CSC, seeds: Tensor, k: int, replace: bool, last: bool,
         seg, pos = seg[keep], pos[keep]
     else:
         cnt = n
-    edge = pos if csc.edge_id is None else csc.edge_id[pos]
-    return csc.row[pos], edge, cnt
+    edge = pos if csc.edge_id is None else csc.edge_id[pos].long()
+    return csc.row[pos].long(), edge, cnt
 
 
 class TorchRelabeler:

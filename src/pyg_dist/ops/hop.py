@@ -3,6 +3,7 @@ remote partition sends back) and fused with relabelling (:func:`sample_hop`, wha
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
@@ -346,11 +347,11 @@ def warmup(announce_after: float = 1.0) -> float:
 def _warm_sampling_kernels() -> None:
     """One tiny call of each sampling kernel: the serial build (1 thread) and the parallel one."""
     from pyg_dist.ops.relabel import make_relabeler
-    csc = CSC.from_edge_index(torch.tensor([[1, 2], [0, 0]]), num_dst=3)
+    wide = CSC.from_edge_index(torch.tensor([[1, 2], [0, 0]]), num_dst=3)
     seeds = torch.tensor([0, 1])
     threads = torch.get_num_threads()
     try:
-        for n in {1, threads}:
+        for n, csc in itertools.product({1, threads}, (wide, wide.compact())):  # int64 and int32 ids
             torch.set_num_threads(n)
             one_hop(csc, seeds, 1, backend="numba", key=0)  # key given: no draw from the global generator
             for disjoint in (False, True):

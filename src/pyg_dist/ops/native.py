@@ -20,7 +20,7 @@ def _inputs(sampler):
     graph = sampler.graph
     rel = {et: edge_type_str(et) for et in graph.edge_types}
     colptr = {rel[et]: graph.csc[et].colptr for et in graph.edge_types}
-    row = {rel[et]: graph.csc[et].row for et in graph.edge_types}
+    row = {rel[et]: graph.csc[et].row.long() for et in graph.edge_types}
     fanouts = {rel[et]: sampler._options.fanouts[et] for et in graph.edge_types}
     return graph, rel, colptr, row, fanouts
 
@@ -33,7 +33,7 @@ def _typed_output(graph, rel, node, row, col, edge, batch, n_nodes, n_edges) -> 
     for et, key in by_et.items():
         pos = edge.get(key, empty)
         eid = graph.csc[et].edge_id
-        edges[et] = pos if eid is None else eid[pos]  # natives return CSC positions
+        edges[et] = pos if eid is None else eid[pos].long()  # natives return CSC positions
     return dict(
         node={t: node.get(t, empty) for t in graph.node_types},
         row={et: row.get(k, empty) for et, k in by_et.items()},

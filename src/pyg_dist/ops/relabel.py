@@ -17,16 +17,48 @@ from pyg_dist.ops._torch_kernels import TorchRelabeler
 from pyg_dist.ops.backend import _load_numba, resolve_backend
 
 _MIN_CAP = 1024
+_INT32_MAX = 2**31 - 1
+#: Types with more nodes than this reset their dense map's touched entries after each batch instead of
+#: moving its base (a base would wrap, and refill the whole map, every few batches).
+_RESET_ABOVE = 2**29
+
+
+class DenseScratch:
+    """A dense int32 map of one node type that batch after batch reuses without clearing it.
+
+    A batch writes ``base + local index`` for each id it sees; entries below ``base`` (an earlier
+    batch's, or ``-1`` = never seen) read as unseen. :meth:`retire` moves ``base`` past the batch's
+    nodes, and refills the map with ``-1`` only when ``base`` would leave int32 (every ~2**31 / nodes
+    per batch batches). Types of more than ``2**29`` nodes keep ``base`` at 0 and reset the touched
+    entries instead.
+    """
+
+    __slots__ = ("map", "base")
+
+    def __init__(self, num_nodes: int):
+        self.map = np.full(max(int(num_nodes), 1), -1, np.int32)
+        self.base = 0
+
+    def retire(self, kernels, nodes: np.ndarray) -> None:
+        """Forgets a batch whose node list was ``nodes``."""
+        size = self.map.shape[0]
+        if size > _RESET_ABOVE:
+            kernels.reset_dense(self.map, nodes, nodes.shape[0])
+            return
+        self.base += nodes.shape[0]
+        if self.base + size > _INT32_MAX:
+            self.map.fill(-1)
+            self.base = 0
 
 
 class NumbaRelabeler:
     """Relabeler over numpy buffers and numba kernels (CPU).
 
-    Non-disjoint batches use a dense int32 map of ``num_nodes`` entries (taken from ``pool`` when one
-    is free, reset at the touched entries in :meth:`close`); disjoint batches hash ``(batch, id)``.
+    Non-disjoint batches use a :class:`DenseScratch` of ``num_nodes`` entries (taken from ``pool`` when
+    one is free, retired and given back in :meth:`close`); disjoint batches hash ``(batch, id)``.
     """
 
-    def __init__(self, num_nodes: int, disjoint: bool, pool: Optional[List[np.ndarray]] = None,
+    def __init__(self, num_nodes: int, disjoint: bool, pool: Optional[List[DenseScratch]] = None,
                  capacity: int = _MIN_CAP):
         self.num_nodes, self.disjoint = int(num_nodes), disjoint
         self._k = _load_numba()[2]
@@ -45,7 +77,7 @@ class NumbaRelabeler:
             except IndexError:  # another thread took the last one
                 self._map = None
             if self._map is None:
-                self._map = np.full(max(self.num_nodes, 1), -1, np.int32)
+                self._map = DenseScratch(self.num_nodes)
 
     @property
     def size(self) -> int:
@@ -83,7 +115,9 @@ class NumbaRelabeler:
             n = self._k.relabel_hash(ids, batch, self.num_nodes, self._keys, self._vals, self._bits,
                                      self._nodes, self._batch, self._n, out)
         else:
-            n = self._k.relabel_dense(ids, self._map, self._nodes, self._n, out)
+            scratch = self._map
+            assert scratch is not None, "a non-disjoint relabeler holds its map until close()"
+            n = self._k.relabel_dense(ids, scratch.map, scratch.base, self._nodes, self._n, out)
         if n < 0:  # the kernel stopped before indexing with a bad id
             raise IndexError(f"relabel: id {int(ids[-1 - n])} at position {-1 - n} is outside [0, {self.num_nodes}) "
                              "(nothing was relabelled)")
@@ -96,16 +130,16 @@ class NumbaRelabeler:
         return torch.from_numpy(self.add_numpy(ids.to(torch.int64).contiguous().numpy(), b))
 
     def close(self) -> None:
-        """Resets the dense map at the touched entries and returns it to the pool."""
+        """Retires the dense map (this batch's entries read as unseen from now on); returns it to the pool."""
         if self._map is not None:
-            self._k.reset_dense(self._map, self._nodes, self._n)
+            self._map.retire(self._k, self._nodes[:self._n])
             if self._pool is not None:
                 self._pool.append(self._map)
             self._map = None
 
 
 def make_relabeler(num_nodes: int, disjoint: bool = False, backend: str = "auto", device=None,
-                   pool: Optional[List[np.ndarray]] = None, capacity: int = _MIN_CAP):
+                   pool: Optional[List[DenseScratch]] = None, capacity: int = _MIN_CAP):
     """A relabeler for one node type of one batch.
 
     Args:

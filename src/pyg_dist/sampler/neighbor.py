@@ -10,7 +10,7 @@ from torch_geometric.data import Data, HeteroData
 
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE, EdgeType, NodeType
 from pyg_dist.errors import InvalidArgumentError
-from pyg_dist.ops import CSC, SAMPLER_BACKENDS, normalize_time, resolve_backend
+from pyg_dist.ops import CSC, SAMPLER_BACKENDS, normalize_time, numba_available, resolve_backend
 from pyg_dist.sampler.base import SamplerBase, check_sampling_args
 from pyg_dist.sampler.graph import SamplingGraph
 from pyg_dist.sampler.hops import run_sync
@@ -44,8 +44,9 @@ def _time_level(nodes, edges, time_attr: Optional[str]) -> Optional[str]:
     return "node" if on_nodes else "edge"
 
 
-def _build_graph(data, time_attr, weight_attr, is_sorted: bool, share_memory: bool):
-    """``(SamplingGraph, time level)`` of an in-memory ``Data`` / ``HeteroData``."""
+def _build_graph(data, time_attr, weight_attr, is_sorted: bool, share_memory: bool, compact: bool):
+    """``(SamplingGraph, time level)`` of an in-memory ``Data`` / ``HeteroData`` (``compact``: int32 ids in
+    the CSC where they fit, what the numba kernels read fastest; see :meth:`CSC.compact`)."""
     nodes, edges = _stores(data)
     level = _time_level(nodes, edges, time_attr)
     num_nodes = {t: int(s.num_nodes or 0) for t, s in nodes}
@@ -55,6 +56,8 @@ def _build_graph(data, time_attr, weight_attr, is_sorted: bool, share_memory: bo
         csc[et] = CSC.from_edge_index(_edge_index(s, et), num_nodes[et[2]], weight=_weight(s, et, weight_attr),
                                       edge_time=s[time_attr].view(-1) if level == "edge" and time_attr in s else None,
                                       is_sorted=is_sorted).validate(_WHERE)
+        if compact:
+            csc[et] = csc[et].compact()
         if share_memory:
             csc[et].share_memory_()
     return SamplingGraph.in_memory([t for t, _ in nodes], [et for et, _ in edges], num_nodes, csc, node_time), level
@@ -137,7 +140,8 @@ class NeighborSampler(SamplerBase):
         else:
             check_pair(_WHERE, data)
             self.is_hetero = isinstance(data, HeteroData)
-            self._graph, time_level = _build_graph(data, time_attr, weight_attr, is_sorted, share_memory)
+            compact = backend in ("auto", "numba") and numba_available()  # the numba kernels read int32 ids
+            self._graph, time_level = _build_graph(data, time_attr, weight_attr, is_sorted, share_memory, compact)
         self.node_types, self.edge_types = self._graph.node_types, self._graph.edge_types
         self.num_nodes: Dict[NodeType, int] = self._graph.num_nodes
         device = next(iter(self._graph.csc.values())).colptr.device if self._graph.csc else None

@@ -156,7 +156,7 @@ def _layer_batch(layer: Layer, table: LayerTable, depth: int, gs, dst: Tensor, d
     lo, hi = csc.colptr[pos], csc.colptr[pos + 1]
     deg = hi - lo
     edge_pos = torch.repeat_interleave(lo - torch.cumsum(deg, 0) + deg, deg) + torch.arange(int(deg.sum()))
-    src = csc.row[edge_pos]
+    src = csc.row[edge_pos].long()
     uniq, src_local = torch.unique(src, return_inverse=True)
     col = torch.repeat_interleave(torch.arange(dst.numel()), deg)
     x_src = _gather_rows(table, depth, uniq, timeout).to(device)
