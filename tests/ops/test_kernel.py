@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from pyg_dist.errors import InvalidArgumentError
+from pyg_dist.errors import InvalidArgumentError, PyGDistError
 from pyg_dist.ops import CSC, available_backends, make_relabeler, numba_unavailable_reason, one_hop
 
 BACKENDS = [b for b in ("numba", "torch") if b in available_backends()]
@@ -170,6 +170,18 @@ def test_relabel_hash_grows_and_dense_pool_is_reset():
         assert torch.equal(r.add(ids), expect[0]) and torch.equal(r.nodes, expect[1])
         r.close()
         assert len(pool) == 1
+
+
+def test_a_closed_relabeler_refuses_more_ids():
+    if "numba" not in BACKENDS:
+        pytest.skip(f"needs the numba kernels: {numba_unavailable_reason()}")
+    pool = []
+    r = make_relabeler(10, backend="numba", pool=pool)
+    r.add(torch.tensor([3]))
+    r.close()
+    with pytest.raises(PyGDistError, match="closed"):
+        r.add(torch.tensor([4]))
+    assert len(pool) == 1
 
 
 def test_dense_scratch_refills_before_its_base_leaves_int32(monkeypatch):

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from pyg_dist.errors import PyGDistError
 from pyg_dist.ops._torch_kernels import TorchRelabeler
 from pyg_dist.ops.backend import _load_numba, resolve_backend
 
@@ -116,7 +117,9 @@ class NumbaRelabeler:
                                      self._nodes, self._batch, self._n, out)
         else:
             scratch = self._map
-            assert scratch is not None, "a non-disjoint relabeler holds its map until close()"
+            if scratch is None:
+                raise PyGDistError("relabel: this relabeler was closed (its map went back to the pool); "
+                                   "make a new one per batch")
             n = self._k.relabel_dense(ids, scratch.map, scratch.base, self._nodes, self._n, out)
         if n < 0:  # the kernel stopped before indexing with a bad id
             raise IndexError(f"relabel: id {int(ids[-1 - n])} at position {-1 - n} is outside [0, {self.num_nodes}) "
