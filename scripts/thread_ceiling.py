@@ -7,7 +7,11 @@ Three numba ``prange`` loops, each timed at every thread count in the same proce
 - ``gather``: ``out[i] = row[idx[i]]`` with random ``idx`` over an array the size of the reference graph's
   ``row`` (``--edges`` int64 values): the random-access memory traffic the sampler is made of;
 - ``sample``: per seed, ``k`` random picks inside its CSC slice (a power-law degree graph with ``--edges``
-  edges), the sampler's access pattern without its bookkeeping.
+  edges), the sampler's access pattern without its bookkeeping;
+- ``claim``: the least a parallel first-seen relabel must do: ``--gathers`` random node ids, each thread
+  scanning them all and claiming (read, and write when unseen) the entries of an int32 map of ``--nodes``
+  entries in the cache lines it owns. Its ratio bounds any relabel that splits the map between threads
+  (a ratio above 1: the serial relabel is the faster one here).
 
     python scripts/thread_ceiling.py                        # 62 M edges, threads 1,2
     python scripts/thread_ceiling.py --edges 10000000 --threads 1,2,4
@@ -60,6 +64,19 @@ def _sample(colptr, row, seeds, k):  # pragma: no cover - compiled
     return out
 
 
+@njit(parallel=True, nogil=True)
+def _claim(mapping, ids, skew):  # pragma: no cover - compiled
+    parts = numba.get_num_threads()
+    new = np.zeros(parts, np.int64)
+    for t in prange(parts):
+        for j in range(ids.shape[0]):
+            g = ids[j]
+            if ((g + skew) >> 4) & (parts - 1) == t and mapping[g] < 0:  # 16 int32 a line; parts: 1, 2, 4, ...
+                mapping[g] = j
+                new[t] += 1
+    return new.sum()
+
+
 def _graph(num_nodes: int, num_edges: int, rng: np.random.Generator):
     deg = rng.pareto(1.5, num_nodes) + 1.0
     deg = np.maximum(1, (deg / deg.sum() * num_edges).astype(np.int64))
@@ -83,7 +100,10 @@ def main(argv=None) -> int:
     idx = rng.integers(0, row.shape[0], args.gathers, dtype=np.int64)
     seeds = rng.integers(0, args.nodes, args.seeds, dtype=np.int64)
     loops = {"compute": lambda: _compute(args.gathers // 4, 8), "gather": lambda: _gather(row, idx),
-             "sample": lambda: _sample(colptr, row, seeds, 15)}
+             "sample": lambda: _sample(colptr, row, seeds, 15), "claim": lambda: _claim(mapping, ids, skew)}
+    mapping = np.full(args.nodes, -1, np.int32)
+    ids = rng.integers(0, args.nodes, args.gathers, dtype=np.int64)
+    skew = (mapping.ctypes.data % 64) // 4
     threads = [int(t) for t in args.threads.split(",")]
     times = {(name, t): [] for name in loops for t in threads}
     for fn in loops.values():
@@ -92,6 +112,7 @@ def main(argv=None) -> int:
         for t in threads:
             numba.set_num_threads(t)
             for name, fn in loops.items():
+                mapping.fill(-1)
                 t0 = time.perf_counter()
                 fn()
                 times[(name, t)].append(1000 * (time.perf_counter() - t0))
