@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """How far can any kernel scale from 1 to N threads on this machine? A ceiling for the sampler's thread target.
 
-Three numba ``prange`` loops, each timed at every thread count in the same process, interleaved:
+Four numba ``prange`` loops, each timed at every thread count in the same process, interleaved:
 
 - ``compute``: a splitmix64 chain per element (no memory traffic): the machine's pure CPU scaling;
 - ``gather``: ``out[i] = row[idx[i]]`` with random ``idx`` over an array the size of the reference graph's
@@ -66,12 +66,14 @@ def _sample(colptr, row, seeds, k):  # pragma: no cover - compiled
 
 @njit(parallel=True, nogil=True)
 def _claim(mapping, ids, skew):  # pragma: no cover - compiled
-    parts = numba.get_num_threads()
+    parts = 1
+    while 2 * parts <= numba.get_num_threads():  # a power of two: owners are the line index's low bits
+        parts *= 2
     new = np.zeros(parts, np.int64)
     for t in prange(parts):
         for j in range(ids.shape[0]):
             g = ids[j]
-            if ((g + skew) >> 4) & (parts - 1) == t and mapping[g] < 0:  # 16 int32 a line; parts: 1, 2, 4, ...
+            if ((g + skew) >> 4) & (parts - 1) == t and mapping[g] < 0:  # 16 int32 a line
                 mapping[g] = j
                 new[t] += 1
     return new.sum()
