@@ -25,12 +25,12 @@ def _graph(n=80, e=900, seed=3):
 
 
 def test_compact_narrows_only_ids_that_fit():
-    csc = CSC.from_edge_index(torch.tensor([[BIG - 1, 0], [0, 1]]), num_dst=2)
+    csc = CSC.from_edge_index(torch.tensor([[0, BIG - 1], [1, 0]]), num_dst=2)  # edge ids [1, 0]: not a run
     small = csc.compact()
     assert small.row.dtype == torch.int32 and small.edge_id.dtype == torch.int32
     assert small.row.tolist() == csc.row.tolist() and small.edge_id.tolist() == csc.edge_id.tolist()
     assert small.colptr is csc.colptr and small.validate() is small
-    wide = CSC.from_edge_index(torch.tensor([[BIG, 0], [0, 1]]), num_dst=2)
+    wide = CSC.from_edge_index(torch.tensor([[0, BIG], [1, 0]]), num_dst=2)
     out = wide.compact()  # one id past int32: row stays int64 (each field on its own)
     assert out.row is wide.row and out.edge_id.dtype == torch.int32
     mixed = dataclasses.replace(csc, edge_id=torch.tensor([BIG + 5, 1]))
@@ -43,6 +43,46 @@ def test_compact_narrows_only_ids_that_fit():
     assert CSC(torch.tensor([0, 1]), torch.tensor([BIG])).compact().row.dtype == torch.int64
     empty = CSC(torch.zeros(1, dtype=torch.long), torch.empty(0, dtype=torch.long))
     assert empty.compact() is empty
+
+
+def test_compact_drops_edge_ids_that_are_one_run():
+    """A partition's edges numbered in CSC order keep only their first id; any other order keeps the array."""
+    ei = torch.tensor([[3, 1, 2, 0], [0, 0, 1, 2]])
+    run = CSC.from_edge_index(ei, num_dst=3, edge_id=torch.arange(100, 104)).compact()
+    assert run.edge_id is None and run.edge_offset == 100 and run.validate() is run
+    assert run.edge_ids().tolist() == [100, 101, 102, 103] and run.edge_ids(torch.tensor([2, 0])).tolist() == [102, 100]
+    for ids in ([100, 101, 103, 104], [101, 100, 102, 103], [BIG, BIG + 1, BIG + 2, BIG + 3 - 4]):
+        kept = CSC(run.colptr, run.row, torch.tensor(ids)).compact()
+        assert kept.edge_ids().tolist() == ids and kept.edge_offset == 0
+    chunked = torch.arange(7, 7 + 50)
+    chunked[37] += 1  # a break inside a later chunk of the check
+    from pyg_dist.ops.csc import _is_run
+    assert _is_run(torch.arange(7, 57), chunk=8) and not _is_run(chunked, chunk=8)
+    high = CSC(run.colptr, run.row, torch.arange(BIG, BIG + 4)).compact()  # a run past int32: still dropped
+    assert high.edge_id is None and high.edge_ids().tolist() == list(range(BIG, BIG + 4))
+
+
+def test_edge_offset_is_checked():
+    for bad in (-1, 1.5, True):
+        with pytest.raises(InvalidArgumentError, match="edge_offset"):
+            CSC(torch.tensor([0, 1]), torch.tensor([0]), edge_offset=bad).validate()
+    with pytest.raises(InvalidArgumentError, match="edge_offset"):
+        CSC(torch.tensor([0, 1]), torch.tensor([0]), torch.tensor([4]), edge_offset=3).validate()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_csc_without_edge_ids_samples_what_the_one_with_them_samples(backend):
+    """The kernels hand out ``position + edge_offset``: the same edges and ids as the explicit id array."""
+    ei, n, *_ = _graph()
+    sorted_ei = ei[:, torch.sort(ei[1], stable=True).indices]
+    wide = CSC.from_edge_index(sorted_ei, n, edge_id=torch.arange(5000, 5000 + ei.size(1)), is_sorted=True)
+    small = wide.compact()
+    assert small.edge_id is None and small.edge_offset == 5000
+    seeds = torch.arange(n)
+    for kw in ({}, {"replace": True}):
+        a, b = (one_hop(c, seeds, 4, backend=backend, key=77, **kw) for c in (wide, small))
+        assert torch.equal(a.nbr, b.nbr) and torch.equal(a.edge, b.edge) and a.edge.min() >= 5000
+        assert torch.equal(sorted_ei[0, a.edge - 5000], a.nbr)  # each id names the edge it came from
 
 
 def test_validate_names_an_id_dtype_it_cannot_read():

@@ -124,8 +124,11 @@ def read_parts(root):
     return json.loads((root / "META.json").read_text())["num_parts"]
 
 
+@pytest.mark.parametrize("mmap", [True, False])
 @pytest.mark.parametrize("kind", ["homo", "hetero", "hybrid"])
-def test_graph_stores_reassemble_the_graph(folders, kind):
+def test_graph_stores_reassemble_the_graph(folders, kind, mmap):
+    """Mapped, the store reads the file's int64 ids; in memory, a compact CSC (int32 sources, edge ids as
+    ``position + edge_offset``): both hand out the original graph's edges, each exactly once."""
     from torch_geometric.data import HeteroData
     data, root = folders[kind]
     orig = load_original_ids(root)
@@ -135,8 +138,13 @@ def test_graph_stores_reassemble_the_graph(folders, kind):
         store = data[et] if hetero else data
         seen = []
         for p in range(read_parts(root)):
-            gs = LocalGraphStore.from_partition(root, p)
+            gs = LocalGraphStore.from_partition(root, p, mmap=mmap)
             key = et if hetero else None
+            part = gs.graph_part(key)
+            assert part.row.dtype == part.edge_id.dtype == torch.int64
+            assert gs.local_csc(key).row.dtype == (torch.int64 if mmap else torch.int32)
+            if not mmap:  # pyg_dist folders number a partition's edges in CSC order: no id array in memory
+                assert gs.local_csc(key).edge_id is None and torch.equal(part.edge_id, gs.get_edge_id(key, "coo"))
             row, col = gs.get_edge_index(key, "coo")
             eid = gs.get_edge_id(key, "coo")
             assert torch.equal(torch.stack([orig[src][row], orig[dst][col]]), store.edge_index[:, orig[et][eid]])

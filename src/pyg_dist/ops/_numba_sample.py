@@ -217,12 +217,13 @@ def _choose_among(cand, n, cnt, replace, last, has_w, weight, tmode, row, node_t
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def sample_kernel(start, deg, row, has_eid, edge_id, col_offset, offsets, replace, last, has_w,
+def sample_kernel(start, deg, row, has_eid, edge_id, eid_offset, col_offset, offsets, replace, last, has_w,
                   weight, tmode, node_time, edge_time, seed_time, key, seeds, id_offset, sub, out_nbr,
                   out_eid, out_col):
-    """Fills ``out_*[offsets[i]:offsets[i + 1]]`` with seed ``i``'s sample: neighbour ids, edge ids,
-    and the seed's local index ``col_offset + i``. Seed ``i``'s draws come from the stream of its
-    global id ``seeds[i] + id_offset`` (and subgraph ``sub[i]`` when ``sub`` is not empty)."""
+    """Fills ``out_*[offsets[i]:offsets[i + 1]]`` with seed ``i``'s sample: neighbour ids, edge ids
+    (``edge_id[p]``, or ``p + eid_offset`` without them), and the seed's local index ``col_offset + i``.
+    Seed ``i``'s draws come from the stream of its global id ``seeds[i] + id_offset`` (and subgraph ``sub[i]``
+    when ``sub`` is not empty)."""
     m = start.shape[0]
     for i in prange(m):
         if i + _AHEAD < m:
@@ -256,7 +257,7 @@ def sample_kernel(start, deg, row, has_eid, edge_id, col_offset, offsets, replac
         for j in range(cnt):
             p = out_eid[o + j]
             out_nbr[o + j] = row[p]
-            out_eid[o + j] = edge_id[p] if has_eid else p
+            out_eid[o + j] = edge_id[p] if has_eid else p + eid_offset
             out_col[o + j] = loc
 
 

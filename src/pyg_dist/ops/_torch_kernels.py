@@ -108,7 +108,7 @@ def sample_torch(csc: CSC, seeds: Tensor, k: int, replace: bool, last: bool,
     """Returns ``(nbr, edge, count)``: sampled global ids and edge ids grouped by seed, and counts."""
     if csc.weight is None and seed_time is None and k >= 0:
         pos, cnt = _uniform_positions(csc.colptr, seeds, k, replace, gen)
-        edge = pos if csc.edge_id is None else csc.edge_id[pos].long()
+        edge = csc.edge_ids(pos)
         return csc.row[pos].long(), edge, cnt
     seg, pos = _expand(csc.colptr, seeds)
     if csc.weight is not None or seed_time is not None:
@@ -137,7 +137,7 @@ def sample_torch(csc: CSC, seeds: Tensor, k: int, replace: bool, last: bool,
         seg, pos = seg[keep], pos[keep]
     else:
         cnt = n
-    edge = pos if csc.edge_id is None else csc.edge_id[pos].long()
+    edge = csc.edge_ids(pos)
     return csc.row[pos].long(), edge, cnt
 
 

@@ -2,12 +2,13 @@
 
 A :class:`CSC` holds one edge type. ``colptr`` is indexed by a LOCAL destination index (in a partition:
 ``dst_global - dst_start``); ``row`` holds the GLOBAL source (neighbour) ids; ``edge_id`` the global
-edge ids (``None`` means "the position in ``row``"). Optional per-edge ``weight`` and ``edge_time`` are
-aligned with ``row``.
+edge ids (``None`` means "the position in ``row`` plus ``edge_offset``"). Optional per-edge ``weight`` and
+``edge_time`` are aligned with ``row``.
 
 ``row`` and ``edge_id`` are int64, or int32 after :meth:`CSC.compact` when every value fits: the sampling
 kernels read a neighbour list of half the bytes (on the reference graph the sampling pass takes ~0.6x the
-time), and every id they hand out is int64 again.
+time), and every id they hand out is int64 again. :meth:`CSC.compact` also drops ``edge_id`` when it is one
+ascending run (a pyg_dist partition's edges are numbered in CSC order), keeping only its first id.
 """
 from __future__ import annotations
 
@@ -28,9 +29,10 @@ class CSC:
         colptr: int64 ``[num_dst + 1]``; the in-edges of local destination ``d`` are
             ``row[colptr[d]:colptr[d + 1]]``.
         row: int64 (or int32, see :meth:`compact`) ``[num_edges]`` global source ids.
-        edge_id: int64 (or int32) ``[num_edges]`` global edge ids, or ``None`` (= position).
+        edge_id: int64 (or int32) ``[num_edges]`` global edge ids, or ``None`` (= position + ``edge_offset``).
         weight: float64 ``[num_edges]`` non-negative sampling weights, or ``None`` (uniform).
         edge_time: ``[num_edges]`` timestamps (int64 or float64), or ``None``.
+        edge_offset: Without ``edge_id``, the id of the edge at position ``p`` is ``p + edge_offset``.
 
     Example:
         >>> csc = CSC.from_edge_index(torch.tensor([[0, 1, 2], [1, 2, 0]]), num_dst=3)
@@ -43,6 +45,7 @@ class CSC:
     edge_id: Optional[Tensor] = None
     weight: Optional[Tensor] = None
     edge_time: Optional[Tensor] = None
+    edge_offset: int = 0
 
     @property
     def num_dst(self) -> int:
@@ -67,6 +70,9 @@ class CSC:
                 raise InvalidArgumentError(where, name, value, f"a 1-D tensor of {self.row.numel()} values")
         if self.edge_id is not None and self.edge_id.dtype not in _ID_DTYPES:
             raise InvalidArgumentError(where, "edge_id", self.edge_id.dtype, "int64 or int32")
+        off = self.edge_offset
+        if isinstance(off, bool) or not isinstance(off, int) or off < 0 or (off and self.edge_id is not None):
+            raise InvalidArgumentError(where, "edge_offset", off, "an int >= 0, and 0 when edge_id is given")
         if self.weight is not None and (self.weight.dtype != torch.float64 or bool((self.weight < 0).any())):
             raise InvalidArgumentError(where, "weight", self.weight, "non-negative float64 weights")
         return self
@@ -101,18 +107,39 @@ class CSC:
         eid = None if eid is None else eid.contiguous()
         return CSC(colptr, src.contiguous(), eid, weight, normalize_time(edge_time))
 
+    def edge_ids(self, pos: Optional[Tensor] = None) -> Tensor:
+        """The int64 global ids of the edges at positions ``pos`` (default: every edge, in CSC order).
+
+        Example:
+            >>> CSC(torch.tensor([0, 2]), torch.tensor([4, 5]), edge_offset=10).edge_ids().tolist()
+            [10, 11]
+        """
+        if self.edge_id is not None:
+            return self.edge_id.long() if pos is None else self.edge_id[pos].long()
+        if pos is None:
+            return torch.arange(self.edge_offset, self.edge_offset + self.num_edges, device=self.row.device)
+        return pos + self.edge_offset if self.edge_offset else pos
+
     def compact(self) -> "CSC":
-        """This CSC with ``row`` and ``edge_id`` as int32 where all their values fit (CPU only), else itself.
+        """This CSC with ``row`` and ``edge_id`` as int32 where all their values fit (CPU only), and without
+        ``edge_id`` when its ids are one ascending run (``edge_offset`` = the first); else itself.
 
         Example:
             >>> csc = CSC.from_edge_index(torch.tensor([[0, 1, 2], [1, 2, 0]]), num_dst=3).compact()
-            >>> csc.row.dtype, csc.row.tolist()
-            (torch.int32, [2, 0, 1])
+            >>> csc.row.dtype, csc.row.tolist(), csc.edge_id.dtype
+            (torch.int32, [2, 0, 1], torch.int32)
+            >>> run = CSC(torch.tensor([0, 2]), torch.tensor([4, 5]), edge_id=torch.tensor([7, 8])).compact()
+            >>> run.edge_id, run.edge_offset, run.edge_ids().tolist()
+            (None, 7, [7, 8])
         """
-        row, eid = _narrowed(self.row), None if self.edge_id is None else _narrowed(self.edge_id)
+        row, eid, off = _narrowed(self.row), self.edge_id, self.edge_offset
+        if self.edge_id is not None and self.edge_id.device.type == "cpu" and _is_run(self.edge_id):
+            eid, off = None, int(self.edge_id[0])
+        elif self.edge_id is not None:
+            eid = _narrowed(self.edge_id)
         if row is self.row and eid is self.edge_id:
             return self
-        return CSC(self.colptr, row, eid, self.weight, self.edge_time)
+        return CSC(self.colptr, row, eid, self.weight, self.edge_time, off)
 
     def share_memory_(self) -> "CSC":
         """Moves every tensor to shared memory (for DataLoader workers); returns ``self``."""
@@ -125,6 +152,18 @@ class CSC:
 
 _ID_DTYPES = (torch.int64, torch.int32)
 _INT32_MAX = 2**31 - 1
+
+
+def _is_run(ids: Tensor, chunk: int = 1 << 22) -> bool:
+    """Whether the 1-D integer ``ids`` are ``ids[0], ids[0] + 1, ...`` (checked in chunks: little extra memory)."""
+    if not ids.numel() or ids.dtype not in _ID_DTYPES:
+        return False
+    first = int(ids[0])
+    for lo in range(0, ids.numel(), chunk):
+        part = ids[lo:lo + chunk]
+        if not torch.equal(part, torch.arange(first + lo, first + lo + part.numel(), dtype=ids.dtype)):
+            return False
+    return True
 
 
 def _narrowed(ids: Tensor) -> Tensor:

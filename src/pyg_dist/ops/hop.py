@@ -191,8 +191,9 @@ def _numba_sample(csc: CSC, seeds: Tensor, seed_offset: int, k: int, replace: bo
         total = int(offsets[-1])
         nbr, edge, col, row_slot = (out if out is not None else EdgeBuffer(total)).take(total)
         sub = _E64 if seed_batch is None else seed_batch.numpy()
-        kern.sample_kernel(start, deg, row, has_eid, eid, seed_offset, offsets, replace and not last, last,
-                           has_w, w, tmode, nt, et, st, key, s, id_offset, sub, nbr, edge, col)
+        kern.sample_kernel(start, deg, row, has_eid, eid, csc.edge_offset, seed_offset, offsets,
+                           replace and not last, last, has_w, w, tmode, nt, et, st, key, s, id_offset, sub, nbr,
+                           edge, col)
     return nbr, edge, col, counts, row_slot
 
 

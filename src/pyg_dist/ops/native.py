@@ -32,8 +32,7 @@ def _typed_output(graph, rel, node, row, col, edge, batch, n_nodes, n_edges) -> 
     edges = {}
     for et, key in by_et.items():
         pos = edge.get(key, empty)
-        eid = graph.csc[et].edge_id
-        edges[et] = pos if eid is None else eid[pos].long()  # natives return CSC positions
+        edges[et] = graph.csc[et].edge_ids(pos)  # natives return CSC positions
     return dict(
         node={t: node.get(t, empty) for t in graph.node_types},
         row={et: row.get(k, empty) for et, k in by_et.items()},

@@ -49,12 +49,12 @@ def degree_ranking(graph_store, ntype: str) -> Tensor:
     for et in graph_store.edge_types:
         if et[0] != ntype:
             continue
-        g = graph_store.graph_part(et)
+        csc, (start, _) = graph_store.local_csc(et), graph_store.dst_range(et)  # row may be int32 (compact)
         if graph_store.partition_meta.hybrid:  # every destination is here: keep the owned ones' in-edges
             lo, hi = book.owned_range(et[2], part)
-            sources.append(g.row[int(g.colptr[lo - g.dst_start]):int(g.colptr[hi - g.dst_start])])
+            sources.append(csc.row[int(csc.colptr[lo - start]):int(csc.colptr[hi - start])])
         else:
-            sources.append(g.row)
+            sources.append(csc.row)
     n = book.num_items(ntype)
     return degree_ranked(sources, owned_mask(book, ntype, part, n))
 

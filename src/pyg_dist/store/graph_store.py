@@ -1,13 +1,19 @@
 """``LocalGraphStore``: the in-edges (CSC by destination) one partition samples from.
 
-Per edge type it holds the partition's :class:`~pyg_dist.format.GraphPart` (global source ids,
-global edge ids, ``colptr`` over the destination range it covers: the owned range, or every node in
-hybrid and PyG-written folders) and the same data as the sampling kernels' :class:`~pyg_dist.ops.CSC`.
-Nothing per node of the whole graph is kept for pyg_dist folders (the book is a range table), except
-the full node time of temporal graphs, which samplers need to filter halo neighbours.
+Per edge type it holds the sampling kernels' :class:`~pyg_dist.ops.CSC` of the partition's
+:class:`~pyg_dist.format.GraphPart` (global source ids, global edge ids, ``colptr`` over the destination range
+it covers: the owned range, or every node in hybrid and PyG-written folders). Opened in memory (``mmap=False``)
+the CSC is compacted (:meth:`~pyg_dist.ops.CSC.compact`): source ids as int32 where every id of the type fits,
+and no edge-id array when the partition's edge ids are one run (pyg_dist folders number a partition's edges
+in CSC order): on the reference graph 4 bytes per edge instead of the file's 16 (int64 source and edge id).
+Every id the store hands out is int64 again. Memory-mapped, the file's tensors are used as they are (one copy
+in the page cache, shared between processes). Nothing per node of the whole graph is kept for pyg_dist folders
+(the book is a range table), except the full node time of temporal graphs, which samplers need to filter halo
+neighbours.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Dict, List, Optional, Tuple
 
 import torch
@@ -26,15 +32,17 @@ from pyg_dist.ops import CSC, normalize_time
 from pyg_dist.store.folder import PartitionStoreMixin
 
 _WHERE = "LocalGraphStore"
+_NO_IDS = torch.empty(0, dtype=torch.int64)
 
 
-def _sampling_csc(root, part: int, et, g: GraphPart) -> CSC:
+def _sampling_csc(root, part: int, et, g: GraphPart, compact: bool) -> CSC:
     weight = None if g.weight is None else g.weight.to(torch.float64)
     csc = CSC(g.colptr, g.row, g.edge_id, weight, normalize_time(g.edge_time))
     try:
-        return csc.validate(f"{_WHERE}[{et!r}]")
+        csc = csc.validate(f"{_WHERE}[{et!r}]")
     except InvalidArgumentError as e:
         raise PartitionFormatError(M.graph_path(root, part), str(e)) from None
+    return csc.compact() if compact else csc
 
 
 def _topology_cache(data: PartitionData, mmap: bool) -> Dict[Tuple[str, str, str], Tuple[CSC, Tensor]]:
@@ -83,8 +91,10 @@ class LocalGraphStore(PartitionStoreMixin, GraphStore):
     def __init__(self, data: PartitionData, mmap: bool = False):
         super().__init__()
         self._attach(data, mmap)
-        self._parts: Dict[Tuple[str, str, str], GraphPart] = dict(data.graph)
-        self._csc = {e: _sampling_csc(data.meta.root, data.part, e, g) for e, g in self._parts.items()}
+        self._csc = {e: _sampling_csc(data.meta.root, data.part, e, g, not mmap) for e, g in data.graph.items()}
+        # the ids live in the CSC only (see graph_part); the file's int64 tensors are freed once data goes
+        self._parts: Dict[Tuple[str, str, str], GraphPart] = {
+            e: replace(g, row=_NO_IDS, edge_id=_NO_IDS) for e, g in data.graph.items()}
         self._node_time: Dict[str, Tensor] = dict(data.full_node_time)
         self._topo = _topology_cache(data, mmap)
 
@@ -126,8 +136,11 @@ class LocalGraphStore(PartitionStoreMixin, GraphStore):
         return g.dst_start, g.dst_end
 
     def graph_part(self, edge_type=None) -> GraphPart:
-        """The partition's raw :class:`~pyg_dist.format.GraphPart` of ``edge_type``."""
-        return self._parts[self._etype("graph_part", edge_type)]
+        """The partition's :class:`~pyg_dist.format.GraphPart` of ``edge_type``, its ``row`` and ``edge_id`` int64
+        (the compact CSC's ids widened on each call when the store was opened in memory: keep the result)."""
+        et = self._etype("graph_part", edge_type)
+        csc = self._csc[et]
+        return replace(self._parts[et], row=csc.row.long(), edge_id=csc.edge_ids())
 
     def topology_cache(self) -> Dict[Tuple[str, str, str], Tuple[CSC, Tensor]]:
         """Per edge type, the in-edges of cached remote destinations (a CSC indexed by global destination id)
@@ -151,7 +164,7 @@ class LocalGraphStore(PartitionStoreMixin, GraphStore):
         """``csc``: ``(row, colptr)`` with ``colptr`` over ALL destinations (built on request);
         ``coo``: ``(row, col)``. Ids are global; edges are those of this partition."""
         et = self._etype("get_edge_index", edge_attr.edge_type)
-        g = self._parts[et]
+        g = self.graph_part(et)
         layout = EdgeLayout(edge_attr.layout)
         if layout == EdgeLayout.CSC:
             n_dst = self.partition_meta.num_nodes[et[2]]
@@ -169,7 +182,7 @@ class LocalGraphStore(PartitionStoreMixin, GraphStore):
     def get_edge_id(self, *args, **kwargs) -> Tensor:
         """Global edge ids, aligned with :meth:`get_edge_index` (either layout)."""
         attr = self._edge_attr_cls.cast(*args, **kwargs)
-        return self._parts[self._etype("get_edge_id", attr.edge_type)].edge_id
+        return self._csc[self._etype("get_edge_id", attr.edge_type)].edge_ids()
 
     def _put_edge_index(self, edge_index, edge_attr) -> bool:
         raise PyGDistError(f"{_WHERE} is read-only: its edges come from the partition folder")
