@@ -37,6 +37,11 @@ def parse_args(argv=None):
                    help="how feature rows of other partitions travel: exact, or int8 codes plus a scale and offset "
                         "per row (~4x fewer bytes; TrainConfig.remote_rows)")
     p.add_argument("--save-model", default=None, help="write the trained model's state_dict here (rank 0)")
+    p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda:LOCAL_RANK with CUDA, else "
+                   "cpu; TrainConfig.device)")
+    p.add_argument("--gpu-cache-mb", type=int, default=None,
+                   help="keep this many MiB of the partition's hottest node rows on the GPU (TrainConfig."
+                        "gpu_cache_bytes; needs CUDA)")
     return check_args(p, p.parse_args(argv))
 
 
@@ -105,7 +110,9 @@ def main(argv=None) -> float:
     torch.manual_seed(args.seed)
     config = TrainConfig(args.partition_dir, num_workers=args.num_workers, cache_ratio=args.cache_ratio,
                          cache_policy=args.cache_policy, cache_num_neighbors=args.num_neighbors,
-                         remote_rows=args.remote_rows, **checkpoint_config(args))
+                         remote_rows=args.remote_rows, device=args.device,
+                         gpu_cache_bytes=None if args.gpu_cache_mb is None else args.gpu_cache_mb << 20,
+                         **checkpoint_config(args))
     with dist_session(config) as env:
         meta = env.graph_store.partition_meta
         target = _target(env.feature_store, meta, args.target)

@@ -56,6 +56,7 @@ if TYPE_CHECKING:  # visible to IDEs and type checkers; imported on first use at
     from pyg_dist.sampler.neighbor import NeighborSampler
     from pyg_dist.sampler.stats import SamplerStats
     from pyg_dist.store.cache import FeatureCache
+    from pyg_dist.store.device_cache import DeviceFeatureCache, build_device_cache
     from pyg_dist.store.feature_store import LocalFeatureStore
     from pyg_dist.store.graph_store import LocalGraphStore
     from pyg_dist.store.open import load_stores
@@ -95,6 +96,8 @@ _LAZY = {
     "LocalFeatureStore": "pyg_dist.store.feature_store",
     "load_stores": "pyg_dist.store.open",
     "FeatureCache": "pyg_dist.store.cache",
+    "DeviceFeatureCache": "pyg_dist.store.device_cache",
+    "build_device_cache": "pyg_dist.store.device_cache",
     "build_cache": "pyg_dist.sampler.cache_policy",
     "serve_partition": "pyg_dist.sampler.dist_neighbor",
     "Partitioner": "pyg_dist.partition.partitioner",

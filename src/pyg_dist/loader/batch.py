@@ -3,9 +3,13 @@
 One code path: :func:`_slot` is the only place that knows a homogeneous batch is a ``Data`` (its one
 node / edge type maps to the object itself). Fields follow PyG's loaders. Features arrive in the folder's
 stored dtype; ``feature_dtype`` casts them once, here (:func:`pyg_dist.format.precision.batch_value`).
+Node types whose rows a GPU cache holds (``FeatureBatch.device``) get no feature attributes here: the batch
+carries ``_device_rows`` (the host rows of the ids the GPU does not hold) and the loader's device stage
+(:mod:`pyg_dist.loader.device`) sets the attributes on the GPU.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional, Union
 
 import torch
@@ -41,6 +45,9 @@ def graph_batch(out: Union[SamplerOutput, HeteroSamplerOutput], features=None, c
             data.num_nodes = ids.numel()
         else:
             store.num_nodes = ids.numel()
+    if features is not None and features.device:  # rows a device cache holds: the device stage fills them
+        data._device_rows = {t: dataclasses.replace(r, host={n: batch_value(n, v, feature_dtype) for n, v in
+                                                             r.host.items()}) for t, r in features.device.items()}
     for et in row:
         store = _slot(data, et)
         store.edge_index = torch.stack([row[et], col[et]])

@@ -87,6 +87,22 @@ def begin(loader, where: str, data: Any, ctx: Optional[DistContext], seed: Optio
     return fs, gs, ctx
 
 
+def setup_device(loader, where: str, data: Any, device: Any, gpu_cache: Any, sampler: Any, transform: Any) -> None:
+    """The distributed loaders' device stage (:mod:`pyg_dist.loader.device`): ``"auto"`` takes a ``DistEnv``'s
+    ``device`` (``dist_session``'s: ``cuda:LOCAL_RANK`` with CUDA, else ``cpu``) and its ``gpu_cache`` (when
+    the loader's device is the cache's), else ``None``."""
+    from pyg_dist.loader import device as D
+    env = data if all(hasattr(data, a) for a in ("feature_store", "graph_store", "ctx")) else None
+    if isinstance(device, str) and device == FROM_CONFIG:
+        device = getattr(env, "device", None)
+    device = D.resolve_device(where, device)
+    if isinstance(gpu_cache, str) and gpu_cache == FROM_CONFIG:
+        gpu_cache = getattr(env, "gpu_cache", None)
+        if gpu_cache is not None and gpu_cache.device != device:
+            gpu_cache = None
+    D.setup_device(loader, where, device, gpu_cache, sampler, transform)
+
+
 #: The loader arguments both distributed loaders pass through to ``DistNeighborSampler``.
 SAMPLER_ARGS = ("replace", "subgraph_type", "disjoint", "temporal_strategy", "time_attr", "weight_attr", "directed",
                 "concurrency", "node_attrs", "edge_attrs", "timeout", "remote_rows")

@@ -16,6 +16,7 @@ from pyg_dist._types import HOMO_EDGE
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.loader import _checks, dist_base, workers
 from pyg_dist.loader.batch import link_batch
+from pyg_dist.loader.device import DeviceBatches
 from pyg_dist.loader.dist_node_loader import rank_seeds
 from pyg_dist.loader.epoch import KeyedDataLoader, KeyedLinkBatches, split_keyed
 from pyg_dist.loader.link_loader import resolve_neg_sampling
@@ -84,7 +85,7 @@ def owned_link_seeds(gs, et, index: Optional[Tensor], edge_label: Optional[Tenso
     return out
 
 
-class DistLinkNeighborLoader(dist_base.DistLoaderMixin, KeyedLinkBatches, LinkLoader, KeyedDataLoader):
+class DistLinkNeighborLoader(DeviceBatches, dist_base.DistLoaderMixin, KeyedLinkBatches, LinkLoader, KeyedDataLoader):
     """Mini-batches around seed edges over a partitioned graph (PyG ``LinkNeighborLoader`` API).
 
     Args:
@@ -107,6 +108,8 @@ class DistLinkNeighborLoader(dist_base.DistLoaderMixin, KeyedLinkBatches, LinkLo
             ``edge_label_index`` is this rank's own seed list, kept whole).
         remote_rows: As :class:`~pyg_dist.loader.dist_node_loader.DistNeighborLoader` (``"exact"``, ``"int8"``
             or ``"auto"``: the ``TrainConfig.remote_rows`` of a ``DistEnv``).
+        device, gpu_cache: As :class:`~pyg_dist.loader.dist_node_loader.DistNeighborLoader` (default ``"auto"``: the
+            ``DistEnv``'s device and GPU cache; batches arrive on that device).
         **kwargs: ``DataLoader`` arguments (``batch_size``, ``shuffle``, ``drop_last``, ``num_workers``).
 
     Example:
@@ -127,7 +130,8 @@ class DistLinkNeighborLoader(dist_base.DistLoaderMixin, KeyedLinkBatches, LinkLo
                  seed: Optional[int] = None, concurrency: int = 1, node_attrs=None, edge_attrs=None,
                  timeout: Optional[float] = None, rpc_port: Optional[int] = None,
                  feature_dtype: Optional[Union[str, torch.dtype]] = dist_base.FROM_CONFIG,
-                 remote_rows: str = dist_base.FROM_CONFIG, **kwargs):
+                 remote_rows: str = dist_base.FROM_CONFIG, device: Any = dist_base.FROM_CONFIG,
+                 gpu_cache: Any = dist_base.FROM_CONFIG, **kwargs):
         if time_attr is not None and not isinstance(time_attr, str):
             raise InvalidArgumentError(_WHERE, "time_attr", time_attr, "None or an attribute name")
         if edge_label_time is not None and time_attr is None:
@@ -143,6 +147,7 @@ class DistLinkNeighborLoader(dist_base.DistLoaderMixin, KeyedLinkBatches, LinkLo
         self.seed_share = rank_seeds(_WHERE, items, "dst", ctx, meta, et[-1], batch_size,
                                      bool(kwargs.get("drop_last", False)), seed_split, shuffle_seed)
         neighbor_sampler = dist_base.make_sampler(_WHERE, gs, fs, num_neighbors, neighbor_sampler, locals())
+        dist_base.setup_device(self, _WHERE, data, device, gpu_cache, neighbor_sampler, transform)
         mine = self.seed_share.items
         pairs = torch.stack([mine["src"], mine["dst"]])
         super().__init__(data=(fs, gs), link_sampler=neighbor_sampler,

@@ -18,6 +18,7 @@ from pyg_dist._types import HOMO_NODE
 from pyg_dist.errors import InvalidArgumentError, check_choice
 from pyg_dist.loader import _checks, dist_base, workers
 from pyg_dist.loader.batch import node_batch
+from pyg_dist.loader.device import DeviceBatches
 from pyg_dist.loader.epoch import KeyedDataLoader, KeyedNodeBatches, split_keyed
 from pyg_dist.loader.seed_split import SeedShare, balance_seeds, share_index
 
@@ -94,7 +95,7 @@ def rank_seeds(where: str, items: Dict[str, Tensor], key: str, ctx, meta, ntype:
     return SeedShare(items, batches, BalancePlan(batches, (n,), (n,), (), (0,)))
 
 
-class DistNeighborLoader(dist_base.DistLoaderMixin, KeyedNodeBatches, NodeLoader, KeyedDataLoader):
+class DistNeighborLoader(DeviceBatches, dist_base.DistLoaderMixin, KeyedNodeBatches, NodeLoader, KeyedDataLoader):
     """Mini-batches of sampled neighbourhoods over a partitioned graph (PyG ``NeighborLoader`` API).
 
     Args:
@@ -132,6 +133,13 @@ class DistNeighborLoader(dist_base.DistLoaderMixin, KeyedNodeBatches, NodeLoader
         remote_rows: How feature rows of other partitions travel: ``"exact"`` or ``"int8"`` (quantised, within
             ``scale / 2`` plus float32 rounding per element: :mod:`pyg_dist.store.quant`); passed to the sampler.
             Default ``"auto"``: the ``TrainConfig.remote_rows`` of a ``DistEnv`` ``data``, else ``"exact"``.
+        device: Where batches arrive (:mod:`pyg_dist.loader.device`): ``None`` / ``"cpu"`` (host batches), or a
+            CUDA device (pinned host memory, copied on a side stream one batch ahead of the step). Default
+            ``"auto"``: the ``device`` of a ``DistEnv`` ``data`` (``dist_session``'s; ``cuda:LOCAL_RANK`` with
+            CUDA), else ``None``. ``"cuda"`` without CUDA is an ``InvalidArgumentError``.
+        gpu_cache: A :class:`~pyg_dist.store.device_cache.DeviceFeatureCache` on ``device``: the node rows it
+            holds are neither gathered on the host nor copied per batch. Default ``"auto"``: the
+            ``DistEnv``'s (``TrainConfig.gpu_cache_bytes``) when on the loader's device, else ``None``.
         **kwargs: ``DataLoader`` arguments (``batch_size``, ``shuffle``, ``drop_last``,
             ``num_workers``: workers join RPC and are kept alive, ``persistent_workers`` must not be
             ``False``).
@@ -153,7 +161,8 @@ class DistNeighborLoader(dist_base.DistLoaderMixin, KeyedNodeBatches, NodeLoader
                  seed: Optional[int] = None, concurrency: int = 1, node_attrs=None, edge_attrs=None,
                  timeout: Optional[float] = None, rpc_port: Optional[int] = None,
                  feature_dtype: Optional[Union[str, torch.dtype]] = dist_base.FROM_CONFIG,
-                 remote_rows: str = dist_base.FROM_CONFIG, **kwargs):
+                 remote_rows: str = dist_base.FROM_CONFIG, device: Any = dist_base.FROM_CONFIG,
+                 gpu_cache: Any = dist_base.FROM_CONFIG, **kwargs):
         _checks.check_time_args(_WHERE, "input_time", input_time, time_attr, both=False)
         fs, gs, ctx = dist_base.begin(self, _WHERE, data, ctx, seed, kwargs, feature_dtype)
         meta = gs.partition_meta
@@ -163,6 +172,7 @@ class DistNeighborLoader(dist_base.DistLoaderMixin, KeyedNodeBatches, NodeLoader
         self.seed_share = rank_seeds(_WHERE, items, "node", ctx, meta, ntype, batch_size,
                                      bool(kwargs.get("drop_last", False)), seed_split, shuffle_seed)
         neighbor_sampler = dist_base.make_sampler(_WHERE, gs, fs, num_neighbors, neighbor_sampler, locals())
+        dist_base.setup_device(self, _WHERE, data, device, gpu_cache, neighbor_sampler, transform)
         mine = self.seed_share.items
         nodes = (ntype, mine["node"]) if meta.is_hetero else mine["node"]
         super().__init__(data=(fs, gs), node_sampler=neighbor_sampler, input_nodes=nodes,

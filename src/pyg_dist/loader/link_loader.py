@@ -18,6 +18,7 @@ from torch_geometric.sampler import NegativeSampling
 from pyg_dist._types import EdgeType
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.loader import _checks
+from pyg_dist.loader.device import DeviceBatches, setup_device
 from pyg_dist.loader.epoch import KeyedDataLoader, KeyedLinkBatches
 from pyg_dist.loader.node_loader import begin, make_local_sampler
 from pyg_dist.loader.store_batch import PairLinkBatches
@@ -88,7 +89,7 @@ def _check_neg(neg: Optional[NegativeSampling], edge_label: Any, edge_type: Edge
                                        f"{num} weights (one per {ntype!r} node)")
 
 
-class LinkNeighborLoader(PairLinkBatches, KeyedLinkBatches, LinkLoader, KeyedDataLoader):
+class LinkNeighborLoader(DeviceBatches, PairLinkBatches, KeyedLinkBatches, LinkLoader, KeyedDataLoader):
     """Mini-batches of sampled neighbourhoods around seed edges (PyG's ``LinkNeighborLoader``).
 
     Args:
@@ -121,6 +122,7 @@ class LinkNeighborLoader(PairLinkBatches, KeyedLinkBatches, LinkLoader, KeyedDat
         filter_false_negatives: Redraw negatives that are edges of the graph or of
             ``edge_label_index`` (off by default, like PyG).
         seed: The loader's seed (pyg_dist only), as in :class:`~pyg_dist.loader.node_loader.NeighborLoader`.
+        device: pyg_dist only: where batches arrive, as in :class:`~pyg_dist.loader.node_loader.NeighborLoader`.
         **kwargs: ``torch.utils.data.DataLoader`` arguments.
 
     Example:
@@ -144,8 +146,9 @@ class LinkNeighborLoader(PairLinkBatches, KeyedLinkBatches, LinkLoader, KeyedDat
                  transform_sampler_output: Optional[Callable] = None, is_sorted: bool = False,
                  filter_per_worker: Optional[bool] = None, neighbor_sampler: Any = None,
                  directed: bool = True, filter_false_negatives: bool = False, seed: Optional[int] = None,
-                 **kwargs):
+                 device: Any = None, **kwargs):
         filter_per_worker = begin(self, _WHERE, locals())
+        setup_device(self, _WHERE, device)
         edge_type, index = _checks.edge_label_input(_WHERE, data, edge_label_index)
         num_edges = index.size(1) if index is not None else None
         if num_edges is not None:

@@ -13,6 +13,7 @@ from torch import Tensor
 from torch_geometric.loader import NodeLoader
 
 from pyg_dist.loader import _checks
+from pyg_dist.loader.device import DeviceBatches, setup_device
 from pyg_dist.loader.epoch import KeyedDataLoader, KeyedNodeBatches
 from pyg_dist.loader.store_batch import PairNodeBatches
 
@@ -45,7 +46,7 @@ def make_local_sampler(args: Mapping[str, Any]):
                            share_memory=args["kwargs"].get("num_workers", 0) > 0)
 
 
-class NeighborLoader(PairNodeBatches, KeyedNodeBatches, NodeLoader, KeyedDataLoader):
+class NeighborLoader(DeviceBatches, PairNodeBatches, KeyedNodeBatches, NodeLoader, KeyedDataLoader):
     """Mini-batches of sampled neighbourhoods around seed nodes (PyG's ``NeighborLoader`` semantics).
 
     Args:
@@ -79,6 +80,9 @@ class NeighborLoader(PairNodeBatches, KeyedNodeBatches, NodeLoader, KeyedDataLoa
             are (:mod:`pyg_dist.loader.epoch`).
         **kwargs: ``torch.utils.data.DataLoader`` arguments (``batch_size``, ``shuffle``,
             ``num_workers``, ``multiprocessing_context``, ...).
+        device: pyg_dist only: ``None`` (default: batches stay on the host, as PyG's) or a CUDA device: batches
+            arrive there, pinned and copied on a side stream one batch ahead of the step
+            (:mod:`pyg_dist.loader.device`). ``"cuda"`` without CUDA is an ``InvalidArgumentError``.
 
     Example:
         >>> import pyg_dist
@@ -96,8 +100,9 @@ class NeighborLoader(PairNodeBatches, KeyedNodeBatches, NodeLoader, KeyedDataLoa
                  weight_attr: Optional[str] = None, transform: Optional[Callable] = None,
                  transform_sampler_output: Optional[Callable] = None, is_sorted: bool = False,
                  filter_per_worker: Optional[bool] = None, neighbor_sampler: Any = None,
-                 directed: bool = True, seed: Optional[int] = None, **kwargs):
+                 directed: bool = True, seed: Optional[int] = None, device: Any = None, **kwargs):
         filter_per_worker = begin(self, _WHERE, locals())
+        setup_device(self, _WHERE, device)
         input_nodes = _checks.normalize_input_nodes(_WHERE, data, input_nodes)
         num_seeds = _checks.check_input_nodes(_WHERE, data, input_nodes)
         _checks.check_time_args(_WHERE, "input_time", input_time, time_attr, both=False)

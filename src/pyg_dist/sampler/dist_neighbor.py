@@ -136,6 +136,9 @@ class DistNeighborSampler(SamplerBase):
     """
 
     _where = _WHERE
+    #: A :class:`~pyg_dist.store.device_cache.DeviceRowIndex` set by a loader with a GPU cache: the node rows it
+    #: holds are not fetched and arrive in ``metadata.features.device`` (the loader's device stage fills them).
+    device_index = None
 
     def __init__(self, graph_store, feature_store, num_neighbors, *, replace: bool = False,
                  subgraph_type: str = "directional", disjoint: bool = False, temporal_strategy: str = "uniform",
@@ -243,7 +246,11 @@ class DistNeighborSampler(SamplerBase):
 
     async def _finish(self, out, metadata):
         node, edge = as_typed(out.node, HOMO_NODE, self.is_hetero), as_typed(out.edge, HOMO_EDGE, self.is_hetero)
-        fetched = await self.fetch_features_async(node, edge) if self.fetch_features else None
+        fetched = None
+        if self.fetch_features:  # a batch's rows: those a GPU cache holds stay out (metadata.features.device)
+            fetched = await features.fetch_features_async(self.feature_store, node, edge or {}, self._node_attrs,
+                                                          self._edge_attrs, self.stats, self.remote_rows,
+                                                          self.device_index)
         if isinstance(metadata, TripletMetadata):
             out.metadata = DistTripletMetadata(*metadata, fetched)
         elif isinstance(metadata, LinkMetadata):

@@ -51,7 +51,8 @@ def _record(stats: SamplerStats, ids: Dict, plan, out: Dict, received: Optional[
 async def fetch_features_async(feature_store, node: Dict[NodeType, Tensor], edge: Dict[EdgeType, Tensor],
                                node_attrs: Dict[NodeType, Sequence[str]],
                                edge_attrs: Dict[EdgeType, Sequence[str]],
-                               stats: Optional[SamplerStats] = None, remote_rows: str = "exact") -> FeatureBatch:
+                               stats: Optional[SamplerStats] = None, remote_rows: str = "exact",
+                               device_index=None) -> FeatureBatch:
     """Rows of the batch's nodes and edges, in the order of ``node[t]`` / ``edge[et]``.
 
     Args:
@@ -63,19 +64,39 @@ async def fetch_features_async(feature_store, node: Dict[NodeType, Tensor], edge
         stats: Counters to update, or ``None``.
         remote_rows: Wire format of the rows other partitions send: ``"exact"`` or ``"int8"`` (quantised
             floating feature rows, within the bound of :mod:`pyg_dist.store.quant`; local and cached rows exact).
+        device_index: A :class:`~pyg_dist.store.device_cache.DeviceRowIndex`: node types whose attributes it
+            holds are looked up for the ids it does not hold only; they arrive in ``FeatureBatch.device``.
     """
     ids: Dict[Union[NodeType, EdgeType], Tensor] = {t: v for t, v in node.items() if t in node_attrs}
     ids.update({et: v for et, v in edge.items() if et in edge_attrs and v is not None})
     names = {g: list(node_attrs[g]) if isinstance(g, str) else list(edge_attrs[g]) for g in ids}
+    on_device = _split_device(device_index, ids, names)
     if not ids:
-        return FeatureBatch()
+        return FeatureBatch(device=on_device)
     fut = feature_store.lookup_many_async(ids, names, **({} if remote_rows == "exact" else
                                                          {"remote_rows": remote_rows}))
     out = await fut
     if stats is not None and fut.plan is not None:
         _record(stats, ids, fut.plan, out, getattr(fut, "received_bytes", None))
+    for t, rows in on_device.items():
+        rows.host = out.pop(t, {})
     return FeatureBatch(node={g: v for g, v in out.items() if isinstance(g, str)},
-                        edge={g: v for g, v in out.items() if not isinstance(g, str)})
+                        edge={g: v for g, v in out.items() if not isinstance(g, str)}, device=on_device)
+
+
+def _split_device(index, ids: Dict, names: Dict) -> Dict:
+    """Per node type the device cache serves: its ``DeviceRows``; ``ids`` keep only the ids it does not hold
+    (a type with none left is not looked up at all)."""
+    if index is None:
+        return {}
+    out = {}
+    for g in [g for g in ids if index.covers(g, names[g])]:
+        out[g] = plan = index.split(g, ids[g])
+        if plan.miss_pos.numel():
+            ids[g] = ids[g].index_select(0, plan.miss_pos)
+        else:
+            del ids[g]
+    return out
 
 
 __all__ = ["fetch_features_async", "attrs_per_group", "DEFAULT_NODE_ATTRS", "DEFAULT_EDGE_ATTRS"]

@@ -8,7 +8,7 @@ the sampler does not fetch features), always last: PyG's ``filter_fn`` code that
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, NamedTuple, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 from torch import Tensor
 
@@ -92,6 +92,9 @@ class FeatureBatch:
     """
     node: Dict[NodeType, Dict[str, Tensor]] = field(default_factory=dict)
     edge: Dict[EdgeType, Dict[str, Tensor]] = field(default_factory=dict)
+    #: Node types whose rows a device cache serves (:mod:`pyg_dist.store.device_cache`): per type a
+    #: ``DeviceRows`` (cached positions and the host rows of the others); such a type is not in ``node``.
+    device: Dict[NodeType, Any] = field(default_factory=dict)
 
     def node_attr(self, name: str) -> Dict[NodeType, Tensor]:
         """``{node type: tensor}`` of one attribute, over the types that have it."""

@@ -79,6 +79,24 @@ class BufferPool:
         self._storages: List[torch.UntypedStorage] = []
         self._lock = threading.Lock()
         self.hits = self.misses = 0
+        self._pinning = (0, 0)  # (pid, running CUDA device stages of that process): pinned memory while > 0
+
+    def pin(self, on: bool) -> None:
+        """One more (``on``) or one fewer CUDA device stage running in this process
+        (:mod:`pyg_dist.loader.device`): while any runs, buffers are page-locked, so the stage's copies to
+        the GPU are asynchronous without a copy into pinned memory first. A forked child never pins."""
+        import os
+        with self._lock:
+            pid, count = self._pinning
+            count = count if pid == os.getpid() else 0
+            self._pinning = (os.getpid(), max(count + (1 if on else -1), 0))
+
+    @property
+    def pinned(self) -> bool:
+        """Whether new buffers are page-locked now (a CUDA device stage runs in this process)."""
+        import os
+        pid, count = self._pinning
+        return count > 0 and pid == os.getpid()
 
     @property
     def pooled_bytes(self) -> int:
@@ -88,27 +106,28 @@ class BufferPool:
         """An uninitialised CPU tensor, on a recycled storage when one is free and large enough."""
         shape = tuple(int(s) for s in shape)
         nbytes = math.prod(shape) * dtype.itemsize
+        pin = self.pinned
         if nbytes < (_min_bytes() if self.min_bytes is None else self.min_bytes) or _use_count is None \
                 or self.limit_bytes <= 0:
-            return torch.empty(shape, dtype=dtype)
+            return torch.empty(shape, dtype=dtype, pin_memory=pin)
         with self._lock:  # the tensor is made under the lock: no other thread can take the same storage
-            storage = self._take(nbytes)
+            storage = self._take(nbytes, pin)
             if storage is not None:
                 # torch accepts set_(storage, offset, size) (contiguous strides); its stubs want a stride too
                 return torch.empty(0, dtype=dtype).set_(storage, 0, shape)  # type: ignore[call-overload]
         self.misses += 1
-        return torch.empty(shape, dtype=dtype)
+        return torch.empty(shape, dtype=dtype, pin_memory=pin)
 
     def clear(self) -> None:
         """Drops every pooled storage (tensors handed out stay valid: they hold their own reference)."""
         with self._lock:
             self._storages = []
 
-    def _take(self, nbytes: int) -> Optional[torch.UntypedStorage]:
+    def _take(self, nbytes: int, pin: bool = False) -> Optional[torch.UntypedStorage]:
         use_count = _use_count
         assert use_count is not None  # empty() pools only when torch exposes the storage use count
         self._storages = [s for s in self._storages if not s.is_shared()]  # sent to another process
-        free = [s for s in self._storages if use_count(s._cdata) == 1]
+        free = [s for s in self._storages if use_count(s._cdata) == 1 and (not pin or s.is_pinned())]
         # at most twice the request: torch.rpc copies a tensor whose storage is >= 2x its bytes before sending
         fits = [s for s in free if nbytes <= s.nbytes() < 2 * nbytes]
         if fits:
@@ -121,7 +140,8 @@ class BufferPool:
             self._storages.remove(s)
         if self.pooled_bytes + size > self.limit_bytes:
             return None
-        storage = torch.UntypedStorage(size)
+        storage = torch.empty(size, dtype=torch.uint8, pin_memory=True).untyped_storage() if pin else \
+            torch.UntypedStorage(size)
         self._storages.append(storage)
         self.misses += 1
         return storage

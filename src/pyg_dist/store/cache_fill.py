@@ -79,15 +79,16 @@ def _row_bytes(fs, ntype: str, name: str) -> int:
     return (col[0].numel() if col.size(0) else 0) * col.element_size()
 
 
-def cached_attrs(feature_store, attr_names: Optional[Sequence[str]]) -> Dict[str, List[str]]:
-    """Per node type, the attributes to cache (``attr_names`` or :data:`DEFAULT_ATTRS`, where present)."""
+def cached_attrs(feature_store, attr_names: Optional[Sequence[str]], where: str = _WHERE) -> Dict[str, List[str]]:
+    """Per node type, the attributes to cache (``attr_names`` or :data:`DEFAULT_ATTRS`, where present); errors
+    name ``where``."""
     out = {}
     for t in feature_store.node_types:
         have = feature_store.attr_names(t if feature_store.is_hetero else None, is_node=True)
         if attr_names is not None:
             missing = [n for n in attr_names if n not in have]
             if missing and not feature_store.is_hetero:
-                raise InvalidArgumentError(_WHERE, "attr_names", missing, f"attributes of the folder {have}")
+                raise InvalidArgumentError(where, "attr_names", missing, f"attributes of the folder {have}")
         names = [n for n in (attr_names if attr_names is not None else DEFAULT_ATTRS) if n in have]
         if names:
             out[t] = names

@@ -48,7 +48,18 @@ class TrainConfig:
         rpc: Start the sampling RPC world (serve this partition, join RPC). ``False``: a process group and the
             stores only, for trainers that sample their own partition alone (TMA: :func:`pyg_dist.tma.run_tma`
             over :func:`pyg_dist.tma.local_subgraph`); distributed loaders then cannot reach other partitions.
-        backend: ``"gloo"``, ``"nccl"`` or ``None`` (``nccl`` when CUDA is available, else ``gloo``).
+        backend: The gradients' backend: ``"gloo"``, ``"nccl"`` or ``None``: ``nccl`` on a CUDA device when every
+            rank of the machine has a GPU of its own, else ``gloo`` (ranks sharing a GPU: NCCL refuses two ranks on
+            one GPU, and ``backend="nccl"`` is then an ``InvalidArgumentError``). With NCCL the process group is
+            ``cpu:gloo,cuda:nccl``: CUDA tensors (DDP's gradients) reduce over NCCL, CPU tensors (seed balancing,
+            metrics) over gloo; sampling and feature rows travel over RPC on the CPU either way.
+        device: The rank's device: ``None`` (default: ``cuda:LOCAL_RANK % GPUs`` when CUDA is available, else
+            ``cpu``), ``"cpu"``, ``"cuda"`` (the same GPU rule) or ``"cuda:N"``. ``wrap_ddp`` puts the model there and
+            the distributed loaders built on the ``DistEnv`` deliver batches there (:mod:`pyg_dist.loader.device`).
+        gpu_cache_bytes: Keep this many bytes of the partition's hottest node rows on the GPU
+            (:mod:`pyg_dist.store.device_cache`: the remote-feature cache's rows first, then owned rows by in-edge
+            count); the loaders built on the ``DistEnv`` then gather those rows there instead of copying them per
+            batch. ``None`` (default): no GPU cache. Needs a CUDA ``device``.
         rpc_port: RPC's own port (default ``$PYG_DIST_RPC_PORT`` or ``MASTER_PORT + 1``).
         timeout: Seconds for start-up: rendezvous (process group and RPC), opening partitions, caches.
         failure_timeout: The bound after start-up (:mod:`pyg_dist.timeouts`): a peer that dies or hangs
@@ -106,6 +117,8 @@ class TrainConfig:
     checkpoint_keep: int = 2
     feature_dtype: Optional[Union[str, torch.dtype]] = torch.float32
     remote_rows: str = "exact"
+    device: Optional[Union[str, torch.device]] = None
+    gpu_cache_bytes: Optional[int] = None
 
     def __post_init__(self):
         if not isinstance(self.partition_dir, (str, Path)) or not str(self.partition_dir):
@@ -132,10 +145,30 @@ class TrainConfig:
         if r is not None and self.cache_policy == "presample" and self.cache_num_neighbors is None:
             raise InvalidArgumentError(_WHERE, "cache_num_neighbors", None, "the loader's fanouts (cache_policy="
                                        "'presample' samples warm-up batches with them)")
+        self._check_device()
         if self.checkpoint_dir is not None:  # the Checkpointer checks the rest when it is built
             from pyg_dist.train.checkpoint import Checkpointer
             Checkpointer(self.checkpoint_dir, every_steps=self.checkpoint_every,
                          every_seconds=self.checkpoint_interval, keep=self.checkpoint_keep)
+
+    def _check_device(self) -> None:
+        from pyg_dist.loader.device import resolve_device
+        if self.device is not None:
+            dev = resolve_device(_WHERE, self.device, current=False)
+            if dev is not None and dev.type == "cpu" and self.backend == "nccl":
+                raise InvalidArgumentError(_WHERE, "backend", "nccl", "'gloo' or None with device 'cpu' (NCCL "
+                                           "reduces CUDA tensors only)")
+        b = self.gpu_cache_bytes
+        if b is not None and (isinstance(b, bool) or not isinstance(b, int) or b <= 0):
+            raise InvalidArgumentError(_WHERE, "gpu_cache_bytes", b, "None or a positive number of bytes")
+        if b is not None and not _on_cuda(self.device):
+            raise InvalidArgumentError(_WHERE, "gpu_cache_bytes", b, "None without a CUDA device (device="
+                                       f"{self.device!r}; torch.cuda.is_available() is {torch.cuda.is_available()})")
+
+
+def _on_cuda(device) -> bool:
+    """Whether a configured ``device`` (``None``: CUDA when available) is a CUDA device."""
+    return torch.cuda.is_available() if device is None else torch.device(device).type == "cuda"
 
 
 @dataclass
@@ -145,14 +178,17 @@ class DistEnv:
     Attributes:
         config: The run's :class:`TrainConfig`.
         ctx: This process's :class:`~pyg_dist.context.DistContext`.
-        device: ``cuda:LOCAL_RANK`` with CUDA, else ``cpu``.
+        device: ``TrainConfig.device``, by default ``cuda:LOCAL_RANK % GPUs`` with CUDA, else ``cpu``.
         graph_store / feature_store: This rank's partition (``LocalGraphStore`` / ``LocalFeatureStore``).
+        gpu_cache: The :class:`~pyg_dist.store.device_cache.DeviceFeatureCache` of ``TrainConfig.gpu_cache_bytes``,
+            or ``None``; the distributed loaders built on this env use it.
     """
     config: TrainConfig
     ctx: DistContext
     device: torch.device
     graph_store: Any
     feature_store: Any
+    gpu_cache: Any = None
 
     @property
     def rank(self) -> int:
@@ -212,18 +248,35 @@ class DistEnv:
         return int(top)
 
 
-def _backend(cfg: TrainConfig) -> str:
-    if cfg.backend is not None:
-        return cfg.backend
-    return "nccl" if torch.cuda.is_available() else "gloo"
+def rank_device(cfg: TrainConfig, ctx: DistContext) -> torch.device:
+    """This rank's device: ``cfg.device``; ``None`` or ``"cuda"`` -> ``cuda:LOCAL_RANK % GPUs`` when CUDA is
+    available (``None`` without CUDA -> ``cpu``)."""
+    dev = torch.device(cfg.device) if cfg.device is not None else None
+    if dev is not None and (dev.type == "cpu" or dev.index is not None):
+        return dev
+    if dev is None and not torch.cuda.is_available():
+        return torch.device("cpu")
+    local = ctx.local_rank if ctx.local_rank is not None else ctx.rank
+    return torch.device("cuda", local % torch.cuda.device_count())
 
 
-def _device(ctx: DistContext, backend: str) -> torch.device:
-    if backend == "nccl" and torch.cuda.is_available():
-        assert ctx.local_rank is not None  # resolved by DistContext.__post_init__
-        torch.cuda.set_device(ctx.local_rank % torch.cuda.device_count())
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
+def gradient_backend(cfg: TrainConfig, ctx: DistContext, device: torch.device, gpus: int) -> str:
+    """The process group's backend string: ``gloo`` on the CPU or when ranks of one machine share a GPU
+    (``gpus`` GPUs for ``ctx.local_world_size`` ranks), else ``cpu:gloo,cuda:nccl`` (``cfg.backend`` wins;
+    ``nccl`` where NCCL cannot run is an ``InvalidArgumentError``)."""
+    if device.type != "cuda":
+        if cfg.backend == "nccl":
+            raise InvalidArgumentError(_WHERE, "backend", "nccl", f"'gloo' or None on device {device} (NCCL reduces "
+                                       "CUDA tensors only)")
+        return "gloo"
+    ranks = ctx.local_world_size or ctx.world_size
+    shared = ranks > gpus
+    if cfg.backend == "nccl" and shared:
+        raise InvalidArgumentError(_WHERE, "backend", "nccl", f"'gloo' or None: {ranks} ranks on this machine share "
+                                   f"{gpus} GPU(s), and NCCL refuses two ranks on one GPU")
+    if cfg.backend == "gloo" or shared:
+        return "gloo"
+    return "cpu:gloo,cuda:nccl"
 
 
 def teardown(ok: bool, timeout: float = 60.0) -> None:
@@ -320,7 +373,10 @@ def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
         raise InvalidArgumentError("dist_session", "config", config, "a pyg_dist.train.session.TrainConfig")
     meta = read_meta(config.partition_dir)
     ctx = DistContext.from_env(meta.num_parts, num_workers=config.num_workers, rpc_port=config.rpc_port)
-    backend = _backend(config)
+    device = rank_device(config, ctx)
+    backend = gradient_backend(config, ctx, device, torch.cuda.device_count() if device.type == "cuda" else 0)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
     tune_allocator()  # batches reuse freed memory instead of faulting it in again
     if config.failure_timeout is not None:
         timeouts.set_failure_timeout(config.failure_timeout)  # inherited by sampler workers
@@ -328,13 +384,18 @@ def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
     try:
         init_process_group(backend, config.timeout, ctx)
         graph_store, feature_store = _open_everywhere(config, ctx)
-        env = DistEnv(config, ctx, _device(ctx, backend), graph_store, feature_store)
+        env = DistEnv(config, ctx, device, graph_store, feature_store)
         if ctx.joins_rpc and config.rpc:
             from pyg_dist.sampler.dist_neighbor import serve_partition
             serve_partition(graph_store, feature_store)
             rpc.init_rpc(ctx, timeout=config.timeout, call_timeout=config.call_timeout or timeouts.call_timeout())
         if config.cache_ratio is not None:
             _fill_cache(config, ctx, graph_store, feature_store)
+        if config.gpu_cache_bytes is not None:
+            from pyg_dist.store.device_cache import build_device_cache
+            env.gpu_cache = build_device_cache(feature_store, graph_store, device, config.gpu_cache_bytes,
+                                               timeout=config.call_timeout or config.timeout)
+            LOG.info("rank %d: %s", ctx.rank, env.gpu_cache)
         timeouts.apply_to_process_group()  # start-up is over: collectives now fail within the bound
         yield env
         ok = True
