@@ -85,8 +85,15 @@ def _fail(rank: int, exc: BaseException) -> None:
     LOG.debug("[rank %d] failed", rank, exc_info=True)
     if os.environ.get(TRACEBACK_ENV) == "1":
         traceback.print_exc()
-    print(f"[rank {rank}] {one_line(exc)}", file=sys.stderr, flush=True)
+    _say(f"[rank {rank}] {one_line(exc)}")
     sys.exit(1)
+
+
+def _say(line: str) -> None:
+    """One line on stderr in ONE write: the ranks of a job share the launcher's pipe, and ``print`` may write the
+    text and its newline separately (unbuffered stderr), so two ranks' lines could run together (seen in CI)."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 def run_main(main: Callable[[Optional[Sequence[str]]], object], argv: Optional[Sequence[str]] = None) -> None:
@@ -105,7 +112,7 @@ def run_main(main: Callable[[Optional[Sequence[str]]], object], argv: Optional[S
             raise
         _fail(rank, peer)
     except KeyboardInterrupt:
-        print(f"[rank {rank}] interrupted", file=sys.stderr, flush=True)
+        _say(f"[rank {rank}] interrupted")
         sys.exit(130)
     sys.exit(0)
 
