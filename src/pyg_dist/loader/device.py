@@ -40,6 +40,7 @@ from torch_geometric.data import Data, HeteroData
 
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
 from pyg_dist.format.precision import batch_value
+from pyg_dist.store.buffers import buffer_pool
 from pyg_dist.store.device_cache import DeviceFeatureCache, normal_device
 
 #: Seconds the consumer waits between checks that the stage's thread is still alive.
@@ -171,7 +172,9 @@ class DeviceStage:
         self._len = len(batches) if isinstance(batches, Sized) else None
         self._feeder = _Feeder(batches, device, cache, feature_dtype, depth)
         self._done = False
-        self._pinned = _pin_pool(self._feeder.stream is not None)
+        self._pinned = self._feeder.stream is not None  # while a CUDA stage runs, the pool hands out pinned memory
+        if self._pinned:
+            buffer_pool().pin(True)
         self._thread = threading.Thread(target=self._feeder.run, name="pyg_dist-device-stage", daemon=True)
         self._thread.start()
 
@@ -223,7 +226,6 @@ class DeviceStage:
         if callable(close):
             close()
         if self._pinned:
-            from pyg_dist.store.buffers import buffer_pool
             buffer_pool().pin(False)
             self._pinned = False
 
@@ -232,14 +234,6 @@ class DeviceStage:
             self.close()
         except Exception:  # noqa: BLE001 -- interpreter shutdown
             pass
-
-
-def _pin_pool(on: bool) -> bool:
-    """Counts this process's running CUDA stages: while one runs, the buffer pool hands out pinned memory."""
-    if on:
-        from pyg_dist.store.buffers import buffer_pool
-        buffer_pool().pin(on)
-    return on
 
 
 class DeviceBatches:
