@@ -28,6 +28,11 @@ that dtype (``Partitioner(feature_dtype=...)``: half the bytes of every remote a
     python scripts/bench_dist.py --graph /tmp/products_like.pt --methods metis --cache-ratios 0 0.25 --link-gbps 10
     python scripts/bench_dist.py --graph /tmp/products_like.pt --methods metis --remote-rows exact int8 --link-gbps 1
     python scripts/bench_dist.py --scale 0.05 --plot dist.png   # also the table's main columns as bar charts
+    python scripts/bench_dist.py --graph /tmp/products_like.pt --methods metis --transports tensorpipe sockets
+
+``--transports tensorpipe sockets`` runs every 2-rank configuration once per RPC transport
+(:mod:`pyg_dist.rpc.transport`), labelled ``metis [tensorpipe]`` / ``metis [sockets]``; by default the rows use
+the default transport and carry no label.
 """
 from __future__ import annotations
 
@@ -81,7 +86,7 @@ def folder(args, method: str, parts: int, cache_ratio: float = 0.0, written: boo
 
 def bench_rank(rank: int, world_size: int, root: str, opts: dict) -> dict:
     """One rank: warm up, then ``opts['batches']`` batches; returns its timing and counters."""
-    os.environ["PYG_DIST_RPC_TRANSPORTS"] = opts["transport"]  # read by pyg_dist.rpc.init_rpc
+    os.environ["PYG_DIST_RPC_TRANSPORTS"] = opts["transport"]  # TensorPipe's own transports (tensorpipe only)
     if hasattr(os, "sched_setaffinity"):
         cpus = sorted(os.sched_getaffinity(0))
         os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
@@ -144,11 +149,11 @@ def _fill_cache(gs, fs, opts) -> dict:
 
 
 def run_config(args, method: str, parts: int, ranks: int = 0, cache_ratio: float = 0.0, written: bool = False,
-               remote_rows: str = "exact", feature_dtype: str = "float32") -> dict:
+               remote_rows: str = "exact", feature_dtype: str = "float32", transport: str = "") -> dict:
     """One row: ``ranks`` (default: ``parts``) processes over a ``parts``-way folder. ``parts=1`` with 2
     ranks = two independent whole-graph samplers at once (no RPC): this machine's ceiling for 2 ranks.
     ``remote_rows``: the wire format of remote feature rows (``"exact"`` or ``"int8"``); ``feature_dtype``: the
-    folder's stored feature dtype."""
+    folder's stored feature dtype; ``transport``: the RPC transport (``""``: the default, unlabelled)."""
     from pyg_dist.testing import spawn_world
     root = folder(args, method, parts, cache_ratio, written, feature_dtype)
     ranks = ranks or parts
@@ -158,6 +163,8 @@ def run_config(args, method: str, parts: int, ranks: int = 0, cache_ratio: float
             "cache_policy": args.cache_policy, "folder_caches": written, "link_gbps": args.link_gbps,
             "remote_rows": remote_rows}
     env = {"OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    if transport:
+        env["PYG_DIST_TRANSPORT"] = transport
     import bench_dist  # spawned ranks import the function by module name (sys.path[0] = scripts/)
     res = spawn_world(ranks, bench_dist.bench_rank, root, opts, timeout=1800, env=env)
     wall = max(r["t1"] for r in res) - min(r["t0"] for r in res)
@@ -170,6 +177,8 @@ def run_config(args, method: str, parts: int, ranks: int = 0, cache_ratio: float
         name += f" + {remote_rows} rows"
     if feature_dtype != "float32":
         name += f" + {feature_dtype} folder"
+    if transport and parts > 1:
+        name += f" [{transport}]"
     return {"method": name, "ranks": ranks, "bps": total["batches"] / wall,
             "local_nodes": total["nodes_local"] / max(total["nodes_local"] + total["nodes_remote"], 1),
             "local_feats": total["feature_rows_local"]
@@ -218,7 +227,11 @@ def main(argv=None) -> None:
     p.add_argument("--dim", type=int, default=100)
     p.add_argument("--concurrency", type=int, default=2, help="batches in flight per rank")
     p.add_argument("--transport", choices=["default", "uv"], default="uv",
-                   help="TensorPipe transport: uv (TCP, pyg_dist's default) or torch's default (shm, busy-polls)")
+                   help="TensorPipe's own transport (rows on tensorpipe): uv (TCP, pyg_dist's choice) or torch's "
+                        "default (shm, busy-polls)")
+    p.add_argument("--transports", nargs="+", choices=["sockets", "tensorpipe"], default=None,
+                   help="RPC transports: every 2-rank configuration runs once on each, labelled [name] (default: "
+                        "the default transport, unlabelled)")
     p.add_argument("--mmap", action="store_true", help="memory-map the partitions instead of loading them")
     p.add_argument("--link-gbps", type=float, default=None,
                    help="emulate a NIC: every rank's replies wait for their bytes to cross a link of this many "
@@ -246,12 +259,13 @@ def main(argv=None) -> None:
     configs = [("random", 1, 1, 0.0, False), ("random", 1, 2, 0.0, False)]
     for m in args.methods:
         written = [] if args.folder_caches is None or m == "hybrid" else args.folder_caches or args.cache_ratios
-        for wire in args.remote_rows:
-            configs += [(m, 2, 2, r, False, wire) for r in args.cache_ratios]
-            configs += [(m, 2, 2, r, True, wire) for r in written if r]
-        for dtype in args.feature_dtypes:
-            if dtype != "float32":
-                configs += [(m, 2, 2, r, False, "exact", dtype) for r in args.cache_ratios]
+        for t in args.transports or [""]:
+            for wire in args.remote_rows:
+                configs += [(m, 2, 2, r, False, wire, "float32", t) for r in args.cache_ratios]
+                configs += [(m, 2, 2, r, True, wire, "float32", t) for r in written if r]
+            for dtype in args.feature_dtypes:
+                if dtype != "float32":
+                    configs += [(m, 2, 2, r, False, "exact", dtype, t) for r in args.cache_ratios]
     rounds = [[run_config(args, *c) for c in configs] for _ in range(max(1, args.repeats))]
     rows = [median_row([r[i] for r in rounds]) for i in range(len(configs))]
     for i, row in enumerate(rows):  # each round's ratio to that round's ceiling: drift between rounds cancels
@@ -262,8 +276,9 @@ def main(argv=None) -> None:
     link = f", replies over an emulated {args.link_gbps:g} Gb/s link per rank" if args.link_gbps else ""
     print(f"DistNeighborSampler, {src}; fanouts {args.fanouts}, batch {args.batch_size}, {args.dim}-dim float32, "
           f"1 core + 1 thread per rank, concurrency {args.concurrency}, {args.warmup} warm-up + {args.batches} timed "
-          f"batches per rank, partitions {'memory-mapped' if args.mmap else 'in memory'}, TensorPipe transport "
-          f"{args.transport}{link}; cache policy {args.cache_policy}; median of {max(1, args.repeats)} interleaved "
+          f"batches per rank, partitions {'memory-mapped' if args.mmap else 'in memory'}, RPC transport "
+          f"{'/'.join(args.transports or ['default'])} (TensorPipe's: {args.transport}){link}; "
+          f"cache policy {args.cache_policy}; median of {max(1, args.repeats)} interleaved "
           "rounds "
           "(all rounds' batches/s in brackets; \"same round's ceiling\": median over rounds of the row's batches/s "
           "divided by the ceiling row's in the same round)")

@@ -2,6 +2,7 @@
 
     python scripts/bench_faults.py                        # generator graph (20k nodes), all rows
     python scripts/bench_faults.py --dataset cora --root ../shared/data/planetoid --rows kill1,stop1
+    python scripts/bench_faults.py --transports tensorpipe sockets --checkpoint-seconds 0   # every row on both
 
 Each row starts ``examples/distributed/node_classification.py`` (through ``scripts/run_with_faults.py``,
 which logs every step) under torchrun on 127.0.0.1, waits until both ranks train, injects the fault and
@@ -12,8 +13,10 @@ of a two-machine job: nobody kills the survivor for it, it must notice by itself
 SIGCONT once the other rank ended (or after the bound + 60 s): its time is when it then ended.
 
 "junk" rows send an HTTP health check and 64 KiB of random bytes to every listener of one kind (the kinds a
-rank labels in ``<log>/rank<r>_a0.listeners.json``: gloo, TensorPipe; a worker's TensorPipe; the worker world's
-store; torchrun's store) and watch for 20 s: "survives" when both ranks keep training.
+rank labels in ``<log>/rank<r>_a0.listeners.json``: gloo, the RPC transport's; a worker's RPC listener; the worker
+world's store; torchrun's store) and watch for 20 s: "survives" when both ranks keep training.
+
+``--transports`` runs every row once per RPC transport (``PYG_DIST_TRANSPORT``), each labelled ``[transport]``.
 
 A second table measures checkpoints: steps/s with and without ``--checkpoint-interval 5`` (12 times the
 asked one per minute, so that a short run writes some), the measured seconds per checkpoint (hence the
@@ -47,11 +50,11 @@ ROWS = {  # name: (what, agents, num_workers, fault)
     "stopseeds": ("SIGSTOP rank 1 as the loaders agree on seeds", 1, 0, "stop-balance"),
     "killend": ("SIGKILL rank 1 entering shutdown", 1, 0, "shutdown"),
     "stopend": ("SIGSTOP rank 1 entering shutdown", 1, 0, "stop-shutdown"),
-    "junk-tp": ("junk bytes to rank 1's TensorPipe listeners", 1, 0, "junk:1:tensorpipe"),
+    "junk-rpc": ("junk bytes to rank 1's RPC listeners", 1, 0, "junk:1:rpc"),
     "junk-gloo": ("junk bytes to rank 1's gloo listeners", 1, 0, "junk:1:gloo"),
     "junk-store": ("junk bytes to the sampler workers' RPC store", 1, 1, "junk:s:rpc store"),
     "junk-agent": ("junk bytes to torchrun's store (MASTER_PORT)", 1, 0, "junk:a:agent"),
-    "junk-worker": ("junk bytes to a sampler worker's TensorPipe listeners", 1, 1, "junk:w:tensorpipe"),
+    "junk-worker": ("junk bytes to a sampler worker's RPC listeners", 1, 1, "junk:w:rpc"),
 }
 #: What a junk row sends to every listener of its kind: an HTTP health check, then 64 KiB of random bytes.
 JUNK = (b"GET / HTTP/1.0\r\n\r\n", os.urandom(64 << 10))
@@ -79,10 +82,13 @@ def prepare(args, work: Path) -> Path:
     return folder
 
 
-def launch(folder: Path, log: Path, agents: int, workers: int, rpc_port: int, extra=(), kill=("-1", "0")):
+def launch(folder: Path, log: Path, agents: int, workers: int, rpc_port: int, extra=(), kill=("-1", "0"),
+           transport: str = ""):
     """The job's torchrun agents (each in its own session, like a terminal's foreground group)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHELASTIC_")}
     env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", PYG_DIST_RPC_PORT=str(rpc_port))
+    if transport:
+        env["PYG_DIST_TRANSPORT"] = transport
     job = [str(HERE / "run_with_faults.py"), "node_classification", *kill, str(log), "--",
            "--partition-dir", str(folder), "--epochs", "1000", "--batch-size", "64", "--num-neighbors", "5,3",
            "--quiet", "--num-workers", str(workers), *extra]
@@ -186,9 +192,11 @@ def error_lines(log: Path, agents: int) -> dict:
     return lines
 
 
-def run_row(name: str, folder: Path, work: Path, bound: float) -> dict:
+def run_row(name: str, folder: Path, work: Path, bound: float, transport: str = "") -> dict:
     what, agents, workers, fault = ROWS[name]
-    log = work / f"log_{name}"
+    if fault.endswith(":rpc"):
+        fault = fault[:-3] + (transport or _default_transport())
+    log = work / f"log_{name}{'_' + transport if transport else ''}"
     shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
     rpc_port, blocker = free_port(), None
     if fault == "port":
@@ -197,7 +205,7 @@ def run_row(name: str, folder: Path, work: Path, bound: float) -> dict:
         blocker.listen()
     short = ("--epochs", "1", "--max-steps", "5") if "shutdown" in fault else ()
     procs = launch(folder, log, agents, workers, rpc_port, extra=short,
-                   kill=("1", fault) if fault in PHASES else ("-1", "0"))
+                   kill=("1", fault) if fault in PHASES else ("-1", "0"), transport=transport)
     try:
         ended, result = _fault(fault, log, procs, bound, rpc_port)
     except BaseException:
@@ -213,8 +221,14 @@ def run_row(name: str, folder: Path, work: Path, bound: float) -> dict:
             if p.poll() is None:
                 os.killpg(os.getpgid(p.pid), signal.SIGKILL)
     orphans, shm = leftovers(str(log), shm_before)
-    return {"row": what, "ended": ended, "rc": [p.returncode for p in procs], "lines": error_lines(log, agents),
+    return {"row": what + (f" [{transport}]" if transport else ""), "ended": ended,
+            "rc": [p.returncode for p in procs], "lines": error_lines(log, agents),
             "orphans": orphans, "shm": shm, "result": result, "fault": fault}
+
+
+def _default_transport() -> str:
+    from pyg_dist.rpc.transport import transport_name
+    return transport_name()
 
 
 def send_junk(log: Path, pids: dict, fault: str, rpc_port: int) -> int:
@@ -228,7 +242,7 @@ def send_junk(log: Path, pids: dict, fault: str, rpc_port: int) -> int:
     _, who, kind = fault.split(":", 2)
     if who == "w":
         pid = psutil.Process(pids[1]).children()[0].pid
-        targets = [tuple(t) for t in listeners(pid)]  # a worker opens only TensorPipe (and its world's store)
+        targets = [tuple(t) for t in listeners(pid)]  # a worker opens only its RPC listener (and its world's store)
     elif who == "s":  # the worker world's store: on rpc_port + k, in some process of rank 0's tree
         tree = [pids[0]] + [c.pid for c in psutil.Process(pids[0]).children(recursive=True)]
         pid, targets = pids[0], [t for p in tree for t in listeners(p) if rpc_port <= t[1] < rpc_port + 8]
@@ -419,13 +433,16 @@ def main(argv=None) -> None:
     p.add_argument("--checkpoint-seconds", type=float, default=20.0, help="training seconds per checkpoint run "
                    "(0: no checkpoint table)")
     p.add_argument("--repeats", type=int, default=3, help="interleaved runs per checkpoint setting")
+    p.add_argument("--transports", nargs="+", choices=["sockets", "tensorpipe"], default=None,
+                   help="run every fault row once per RPC transport (default: the default transport, unlabelled)")
     args = p.parse_args(argv)
     from pyg_dist.timeouts import failure_timeout
     bound = failure_timeout()
     with tempfile.TemporaryDirectory(prefix="bench_faults_") as tmp:
         work = Path(tmp)
         folder = prepare(args, work)
-        rows = [run_row(name, folder, work, bound) for name in args.rows.split(",") if name]
+        rows = [run_row(name, folder, work, bound, t) for name in args.rows.split(",") if name
+                for t in args.transports or [""]]
         print_fault_table(rows, bound)
         if args.checkpoint_seconds > 0:
             checkpoint_table(folder, work, args.checkpoint_seconds, args.repeats)

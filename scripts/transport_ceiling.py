@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """The RPC path's floor for feature bytes: what moving a batch's remote rows between two processes costs alone.
 
-Two ranks on loopback, one core and one thread each, TensorPipe ``uv`` (as ``bench_dist.py`` runs). Each rank
+Two ranks on loopback, one core and one thread each, over each RPC transport of ``--transports`` (``sockets``,
+pyg_dist's own; ``tensorpipe`` with ``uv``, as ``bench_dist.py`` runs it). Each rank
 owns ``--owned`` feature rows of ``--dim`` float32. A batch is ``--rows`` rows at random positions, a fraction
 ``--remote`` of them owned by the other rank (the defaults are ``bench_dist``'s METIS + cache 0.25 batch on the
 reference graph: ~540 k rows, 14 % of them fetched). Three ways, interleaved over ``--rounds``:
@@ -12,6 +13,9 @@ reference graph: ~540 k rows, 14 % of them fetched). Three ways, interleaved ove
   their positions from it;
 - ``remote``: as ``split``, but the remote rows are asked of the peer in one call (it gathers them into its
   reply, as a feature lookup does): the least a partitioned batch pays for its rows.
+
+- ``remote, busy Python thread``: ``remote`` while a pure-Python thread spins in the same process (a trainer's
+  data-loading or logging thread holding the GIL): its CPU counts too, so read its wall-clock column.
 
 Both ranks run their batches at the same time. Prints one table: CPU ms per batch (``process_time`` of both
 ranks over the batches of both, as ``bench_dist``'s cpu ms/batch) of each way; ``split - local`` is the cost of
@@ -76,8 +80,29 @@ def _check(opts: dict, rank: int, ways, batch) -> None:
             raise RuntimeError(f"transport_ceiling: rank {rank}'s '{name}' batch holds other rows than it must")
 
 
+class _BusyPython:
+    """A pure-Python thread spinning (it holds the GIL whenever the interpreter lets it) until ``stop()``."""
+
+    def __init__(self) -> None:
+        import threading
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._spin, daemon=True)
+        self.thread.start()
+
+    def _spin(self) -> None:
+        x = 0
+        while not self.done.is_set():
+            for _ in range(1000):
+                x += 1
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join()
+
+
 def rank_main(rank: int, world_size: int, opts: dict) -> dict:
-    """One rank: serves its rows; runs each way's batches per round; returns CPU seconds per way and round."""
+    """One rank: serves its rows; runs each way's batches per round; returns CPU and wall seconds per way and
+    round."""
     os.environ["PYG_DIST_RPC_TRANSPORTS"] = "uv"
     if hasattr(os, "sched_setaffinity"):
         cpus = sorted(os.sched_getaffinity(0))
@@ -116,22 +141,47 @@ def rank_main(rank: int, world_size: int, opts: dict) -> dict:
         copy_rows(out, pos_r, fut.wait())
         return out
 
-    ways = (("local", local), ("split", split), ("remote", remote))
+    ways = (("local", local), ("split", split), ("remote", remote), ("remote, busy Python thread", remote))
     cpu: dict = {name: [] for name, _ in ways}
+    wall: dict = {name: [] for name, _ in ways}
     with rpc.rpc_session(DistContext.from_env(num_partitions=world_size), timeout=300):
         for _, way in ways:  # warm-up
             for b in _batches(dict(opts, batches=2), gen):
                 way(b)
         if opts["check"]:
-            _check(opts, rank, ways, _batches(dict(opts, batches=1), gen)[0])
+            _check(opts, rank, ways[:3], _batches(dict(opts, batches=1), gen)[0])
         for _ in range(opts["rounds"]):
             for name, way in ways:
                 work = _batches(opts, gen)
-                c0 = time.process_time()
+                busy = _BusyPython() if "busy" in name else None
+                c0, w0 = time.process_time(), time.perf_counter()
                 for b in work:
                     way(b)
                 cpu[name].append(time.process_time() - c0)
-    return cpu
+                wall[name].append(time.perf_counter() - w0)
+                if busy is not None:
+                    busy.stop()
+    return {"cpu": cpu, "wall": wall}
+
+
+def _cell(vals) -> str:
+    return f"{statistics.median(vals):.1f} [{' / '.join(f'{v:.1f}' for v in vals)}]"
+
+
+def _measure(args, opts: dict, transport: str) -> dict:
+    """Both ranks over ``transport``: per way, CPU ms per batch and wall ms per batch, per round."""
+    from pyg_dist.testing import spawn_world
+    env = {"OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYG_DIST_TRANSPORT": transport}
+    import transport_ceiling  # spawned ranks import the function by module name (sys.path[0] = scripts/)
+    res = spawn_world(2, transport_ceiling.rank_main, opts, timeout=1800, env=env)
+    n, rounds = args.batches, args.rounds
+    cpu = {w: [1000 * sum(r["cpu"][w][i] for r in res) / (2 * n) for i in range(rounds)] for w in res[0]["cpu"]}
+    wall = {w: [1000 * sum(r["wall"][w][i] for r in res) / (2 * n) for i in range(rounds)] for w in res[0]["wall"]}
+    for per in (cpu, wall):
+        per["split - local: placing the fetched rows"] = [b - a for a, b in zip(per["local"], per["split"])]
+        per["remote - split: moving them"] = [b - a for a, b in zip(per["split"], per["remote"])]
+        per["remote - local: the floor"] = [b - a for a, b in zip(per["local"], per["remote"])]
+    return {"cpu": cpu, "wall": wall}
 
 
 def main(argv=None) -> int:
@@ -142,6 +192,7 @@ def main(argv=None) -> int:
     p.add_argument("--dim", type=int, default=100, help="float32 values per row")
     p.add_argument("--batches", type=int, default=20, help="batches per rank, way and round")
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--transports", nargs="+", choices=["sockets", "tensorpipe"], default=["tensorpipe", "sockets"])
     p.add_argument("--check", action="store_true", help="first compare one batch of each way with its rows")
     p.add_argument("--ceiling-cpu", type=float, default=141.0,
                    help="cpu ms/batch of bench_dist's no-RPC ceiling row (both ranks) to bound the ratio with")
@@ -150,25 +201,22 @@ def main(argv=None) -> int:
         p.error(f"--remote must be in (0, 1), got {args.remote}")
     if min(args.rows, args.owned, args.dim, args.batches, args.rounds) < 1:
         p.error("--rows, --owned, --dim, --batches and --rounds must be >= 1")
-    from pyg_dist.testing import spawn_world
     opts = {k: getattr(args, k) for k in ("rows", "remote", "owned", "dim", "batches", "rounds", "check")}
-    env = {"OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    import transport_ceiling  # spawned ranks import the function by module name (sys.path[0] = scripts/)
-    res = spawn_world(2, transport_ceiling.rank_main, opts, timeout=1800, env=env)
-    per = {w: [1000 * sum(r[w][i] for r in res) / (2 * args.batches) for i in range(args.rounds)] for w in res[0]}
-    per["split - local: placing the fetched rows"] = [b - a for a, b in zip(per["local"], per["split"])]
-    per["remote - split: moving them"] = [b - a for a, b in zip(per["split"], per["remote"])]
-    diff = per["remote - local: the floor"] = [b - a for a, b in zip(per["local"], per["remote"])]
+    results = {t: _measure(args, opts, t) for t in args.transports}
     mb = args.rows * args.remote * args.dim * 4 / 2 ** 20
     print(f"{args.rows:,} rows of {args.dim} float32 per batch, {100 * args.remote:.1f} % remote ({mb:.1f} MB per "
-          f"batch cross), 2 ranks x 1 core, TensorPipe uv on loopback; {args.rounds} rounds of {args.batches} "
-          "batches per rank and way; CPU ms per batch (both ranks' CPU / both ranks' batches)")
-    print("| way | median | rounds |\n|---|---|---|")
-    for name, vals in per.items():
-        print(f"| {name} | {statistics.median(vals):.1f} | {' / '.join(f'{v:.1f}' for v in vals)} |")
-    floor = statistics.median(diff)
-    print(f"best ratio to a no-RPC ceiling of {args.ceiling_cpu:g} cpu ms/batch: "
-          f"{args.ceiling_cpu / (args.ceiling_cpu + max(floor, 0.0)):.2f}x")
+          f"batch cross), 2 ranks x 1 core on loopback; {args.rounds} rounds of {args.batches} batches per rank and "
+          "way; CPU ms per batch (both ranks' CPU / both ranks' batches) and wall ms per batch (mean of the ranks), "
+          "medians over rounds [every round]")
+    head = [f"{t} {kind}" for kind in ("cpu ms", "wall ms") for t in args.transports]
+    print("| way | " + " | ".join(head) + " |\n|---|" + "---|" * len(head))
+    for name in results[args.transports[0]]["cpu"]:
+        cells = [_cell(results[t][kind][name]) for kind in ("cpu", "wall") for t in args.transports]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    for t in args.transports:
+        floor = statistics.median(results[t]["cpu"]["remote - local: the floor"])
+        print(f"{t}: best ratio to a no-RPC ceiling of {args.ceiling_cpu:g} cpu ms/batch: "
+              f"{args.ceiling_cpu / (args.ceiling_cpu + max(floor, 0.0)):.2f}x")
     return 0
 
 

@@ -81,6 +81,12 @@ ENV_VARS: Tuple[EnvVar, ...] = (
         "sampler workers inherit it. Not a number > 0: `InvalidArgumentError`.",
         field="TrainConfig.failure_timeout"),
     EnvVar(
+        "PYG_DIST_FRAME_MAX_MB", "float", "`1024`",
+        "Most MiB of tensor bytes in one frame of the `sockets` transport (`pyg_dist.rpc.frames`), read at each "
+        "frame: a peer's frame that announces more is refused before anything is allocated (`FrameError` naming "
+        "the peer and the field; that connection closes, the process carries on). Give every process the same "
+        "value, at least `PYG_DIST_REPLY_MAX_MB`. Not a number > 0: `InvalidArgumentError` naming the variable."),
+    EnvVar(
         "PYG_DIST_IFNAME", "str", "unset: the interface that reaches `MASTER_ADDR`",
         "Network interface every pyg_dist listener binds (`pyg_dist.iface`): the rendezvous stores pyg_dist "
         "hosts listen on its IPv4 address, and TensorPipe / gloo get it as `TP_SOCKET_IFNAME` / "
@@ -107,9 +113,17 @@ ENV_VARS: Tuple[EnvVar, ...] = (
         field="TrainConfig.rpc_port"),
     EnvVar(
         "PYG_DIST_RPC_TRANSPORTS", "str", "`uv`",
-        "TensorPipe transports of the RPC world (`pyg_dist.rpc.runtime`), read at `init_rpc`: a comma list of "
+        "With `PYG_DIST_TRANSPORT=tensorpipe` only: TensorPipe transports of the RPC world "
+        "(`pyg_dist.rpc.tensorpipe`), read at `init_rpc`: a comma list of "
         "`uv`, `shm`, `ibv`, or `default` for TensorPipe's own choice (its shared-memory transport "
         "busy-polls); anything else raises `InvalidArgumentError`."),
+    EnvVar(
+        "PYG_DIST_SECRET_FILE", "path", "unset: a secret drawn at start-up",
+        "File holding the job's secret for the `sockets` transport's mutual HMAC-SHA256 handshake "
+        "(`pyg_dist.rpc.auth`), read at `init_rpc`: at least 16 bytes, readable by its owner only (mode 0600, else "
+        "`InvalidArgumentError` naming the file). Unset: RPC rank 0 draws one and shares it through the job's "
+        "rendezvous store, which stops stray connections and other jobs but not someone who can read that store. "
+        "Give every process of the job the same file."),
     EnvVar(
         "PYG_DIST_SERVE_BUDGET_MB", "float", "`512`",
         "Most MiB of feature-lookup replies one process serves at once (`pyg_dist.store.limits`), read at each "
@@ -122,6 +136,15 @@ ENV_VARS: Tuple[EnvVar, ...] = (
         "Exactly `1`: `run_main()` (`pyg_dist.train.entry`) prints the full traceback of a pyg_dist error on "
         "stderr before its one line `[rank r] ErrorType: message`; otherwise the traceback goes to the "
         "`pyg_dist` log at DEBUG only."),
+    EnvVar(
+        "PYG_DIST_TRANSPORT", "str", "`sockets`",
+        "RPC's transport (`pyg_dist.rpc.transport`), read at `init_rpc`: `sockets` (pyg_dist's own: one listener "
+        "per process, authenticated before a byte is interpreted, frames of raw tensor bytes, no pickle, junk "
+        "closes only that connection) or `tensorpipe` (`torch.distributed.rpc`: no authentication, unpickles, "
+        "aborts the process on junk). `TrainConfig.transport`, when set, wins: `dist_session()` writes it into this "
+        "variable, so sampler workers inherit it. Every process of a job must use the same. Anything else raises "
+        "`InvalidArgumentError` naming the variable.",
+        field="TrainConfig.transport"),
 )
 
 

@@ -98,6 +98,18 @@ def listen_address(master_addr: str) -> str:
     return interface_address(name) if name else master_addr
 
 
+def own_address(master_addr: str) -> str:
+    """Where a listener that every machine of the job opens for itself binds (the ``sockets`` transport's): the
+    IPv4 address of :func:`chosen_interface` (``$PYG_DIST_IFNAME``, else the interface that owns or routes to
+    ``master_addr``), else the local address that routes to ``master_addr``, else ``master_addr`` itself."""
+    name = chosen_interface(master_addr)
+    addr = _address_of(name) if name else None
+    if addr is None:
+        resolved = _resolve(master_addr)
+        addr = (_source_address(resolved) if resolved else None) or master_addr
+    return addr
+
+
 def listening_socket(addr: str, port: int) -> socket.socket:
     """A listening TCP socket bound to ``addr`` (through :func:`listen_address`) only, never all
     interfaces; hand its ``fileno()`` to ``TCPStore(master_listen_fd=...)``."""
@@ -186,4 +198,5 @@ def log_listeners() -> None:
 
 
 __all__ = ["IFNAME_ENV", "interface_address", "interface_for", "chosen_interface", "listen_address",
-           "listening_socket", "apply_ifname", "listeners", "note_listeners", "listener_kinds", "log_listeners"]
+           "own_address", "listening_socket", "apply_ifname", "listeners", "note_listeners", "listener_kinds",
+           "log_listeners"]

@@ -11,7 +11,7 @@ import torch
 from pyg_dist.errors import PyGDistError
 from pyg_dist.rpc import wire
 from pyg_dist.rpc.callees import register_callee, unregister_callee
-from pyg_dist.rpc.calls import _remote_serve
+from pyg_dist.rpc.callees import serve_packed as _remote_serve
 
 N = wire.MIN_NUMEL
 

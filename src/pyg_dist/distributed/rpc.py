@@ -12,6 +12,10 @@ PyG's scripts that drive a :class:`~pyg_dist.distributed.DistNeighborSampler` by
 (``num_partitions = current_ctx.world_size``), RPC on ``master_addr:master_port`` (never DDP's port,
 ``$MASTER_PORT``). PyG's internals (``RPCRouter``, ``rpc_register``, ``rpc_async``, ...) are not here: pyg_dist
 routes by partition book and calls named callees (``docs/guides/migration.md``).
+
+The layer maps onto pyg_dist's transport seam (:mod:`pyg_dist.rpc.transport`), not onto torch RPC: it runs on
+whichever transport ``$PYG_DIST_TRANSPORT`` selects (``sockets`` by default), and :func:`global_barrier` is
+that transport's barrier.
 """
 from __future__ import annotations
 
@@ -71,16 +75,15 @@ def shutdown_rpc(id: Optional[str] = None, graceful: bool = True, timeout: float
 def global_barrier(timeout: Optional[float] = None) -> None:
     """Returns when every member of the RPC world has called it (PyG's); raises instead of PyG's log line
     when a member does not arrive."""
-    from pyg_dist.rpc.state import live_state, torch_rpc
+    from pyg_dist.rpc.state import live_state
     state = live_state()
     if state is None or not state.ready:
         raise NotInitializedError("global_barrier: RPC is not initialised in this process; call init_rpc first")
     if not state.uses_rpc:  # one partition: nobody to wait for
         return
-    api = torch_rpc().api
     seconds = state.call_timeout if timeout is None else check_seconds("global_barrier", "timeout", timeout)
     try:
-        api._all_gather(None, timeout=seconds)
+        state.transport.barrier(seconds)
     except Exception as exc:  # noqa: BLE001 -- re-raised typed, naming this member
         raise PyGDistError(f"global_barrier of {state.name} failed: {exc}") from exc
 

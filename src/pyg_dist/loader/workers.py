@@ -28,7 +28,7 @@ _WORKER_WORLDS = itertools.count()
 def _port_proposal(ctx: DistContext, index: int, preferred: Optional[int] = None) -> int:
     """``preferred`` (default ``rpc_port + index``) when free here, else a port the OS says is free
     (rank 0 proposes)."""
-    from pyg_dist.rpc.runtime import check_port_free, pick_free_port
+    from pyg_dist.rpc.transport import check_port_free, pick_free_port
     assert ctx.rpc_port is not None  # resolved by DistContext.__post_init__
     port = ctx.rpc_port + index if preferred is None else preferred
     try:

@@ -30,13 +30,13 @@ if TYPE_CHECKING:  # visible to IDEs and type checkers; imported on first use at
     )
     from pyg_dist.rpc.calls import RpcFuture, call, call_async
     from pyg_dist.rpc.runtime import (
-        check_port_free,
         current_context,
         init_rpc,
         is_initialized,
         rpc_session,
         shutdown_rpc,
     )
+    from pyg_dist.rpc.transport import check_port_free
 
 _LAZY = {
     # public name: the module that defines it
@@ -54,7 +54,7 @@ _LAZY = {
     "RpcFuture": "pyg_dist.rpc.calls",
     "call": "pyg_dist.rpc.calls",
     "call_async": "pyg_dist.rpc.calls",
-    "check_port_free": "pyg_dist.rpc.runtime",
+    "check_port_free": "pyg_dist.rpc.transport",
     "current_context": "pyg_dist.rpc.runtime",
     "init_rpc": "pyg_dist.rpc.runtime",
     "is_initialized": "pyg_dist.rpc.runtime",

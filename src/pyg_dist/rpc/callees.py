@@ -25,15 +25,20 @@ import inspect
 import re
 import threading
 import traceback
+import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..errors import InvalidArgumentError
+from . import wire
+from .state import live_state
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:\-]*$")
 _LOCK = threading.Lock()
 #: name -> callee; the one mutable module-level registry of the package.
 _CALLEES: Dict[str, Callable[[Any], Any]] = {}
+#: callee id (frames of the ``sockets`` transport name a callee by it) -> name.
+_IDS: Dict[int, str] = {}
 #: The partitioning (folder id) this process serves; every request carries its caller's (see :func:`serve`).
 _PARTITIONING: Dict[str, Optional[str]] = {"id": None}
 
@@ -97,14 +102,31 @@ def register_callee(name: str, fn: Optional[Callable[[Any], Any]] = None, *, rep
         if old is not None and old is not fn and not replace:
             raise InvalidArgumentError("register_callee", "name", name,
                                        f"a free name ({old!r} is registered under it; pass replace=True)")
+        other = _IDS.get(callee_id(name), name)
+        if other != name:
+            raise InvalidArgumentError("register_callee", "name", name, f"a name whose callee id differs from "
+                                       f"that of the registered {other!r} (rename one)")
         _CALLEES[name] = fn
+        _IDS[callee_id(name)] = name
     return fn
 
 
 def unregister_callee(name: str) -> None:
     """Removes the callee ``name`` (no-op if absent)."""
     with _LOCK:
-        _CALLEES.pop(name, None)
+        if _CALLEES.pop(name, None) is not None:
+            _IDS.pop(callee_id(name), None)
+
+
+def callee_id(name: str) -> int:
+    """The 32-bit id naming callee ``name`` in frames: CRC-32 of the name (registration refuses a collision)."""
+    return zlib.crc32(name.encode())
+
+
+def name_of(cid: int) -> Optional[str]:
+    """The registered callee whose id is ``cid``, or ``None``."""
+    with _LOCK:
+        return _IDS.get(cid)
 
 
 def registered_callees() -> Tuple[str, ...]:
@@ -140,3 +162,19 @@ def serve(name: str, payload: Any, served_by: str = "", caller_partitioning: Opt
         return CallReply(value=fn(payload), served_by=served_by)
     except Exception:  # noqa: BLE001 -- every failure travels back to the caller
         return CallReply(error=traceback.format_exc(), served_by=served_by)
+
+
+def serve_packed(op: str, payload: Any, partitioning: Optional[str] = None, served_by: str = "") -> CallReply:
+    """:func:`serve` for a caller in another process: ``payload`` and the reply's value as :mod:`.wire` packs them
+    (int32 where ids fit). Every transport's serving side runs this; a malformed payload travels back as an error."""
+    if not served_by:
+        state = live_state()
+        served_by = state.name if state else ""
+    try:
+        payload, _ = wire.unpack(payload, "the caller")
+    except Exception as exc:  # noqa: BLE001 -- a malformed payload travels back like a callee's failure
+        return CallReply(error=f"{type(exc).__name__}: {exc}", served_by=served_by)
+    reply = serve(op, payload, served_by=served_by, caller_partitioning=partitioning)
+    if reply.error is None:
+        reply.value = wire.pack(reply.value)
+    return reply

@@ -34,25 +34,10 @@ import torch
 
 from ..errors import PEER_GONE, InvalidArgumentError, PyGDistError, RemoteCallError, RpcTimeoutError, check_seconds
 from . import aio, callees, wire
-from .state import live_state, require_state, torch_rpc
+from .state import require_state
 
 #: Extra seconds a waiter allows beyond the call's own timeout before giving up on torch's verdict.
 _GRACE = 5.0
-
-
-def _remote_serve(op: str, payload: Any, partitioning: Optional[str] = None) -> callees.CallReply:
-    """Runs on the serving process (shipped by reference through torch RPC, with the caller's partitioning);
-    the payload and the reply's value cross as :mod:`pyg_dist.rpc.wire` packs them (int32 where ids fit)."""
-    state = live_state()
-    served_by = state.name if state else ""
-    try:
-        payload, _ = wire.unpack(payload, "the caller")
-    except Exception as exc:  # noqa: BLE001 -- a malformed payload travels back like a callee's failure
-        return callees.CallReply(error=f"{type(exc).__name__}: {exc}", served_by=served_by)
-    reply = callees.serve(op, payload, served_by=served_by, caller_partitioning=partitioning)
-    if reply.error is None:
-        reply.value = wire.pack(reply.value)
-    return reply
 
 
 class RpcFuture:
@@ -63,8 +48,9 @@ class RpcFuture:
     """
 
     def __init__(self, fut: torch.futures.Future, op: str, partition: int, rank: int, name: str,
-                 timeout: float):
+                 timeout: float, peer_gone: str = PEER_GONE):
         self._fut, self.op, self.partition, self.rank = fut, op, partition, rank
+        self.peer_gone = peer_gone
         self.served_by, self.timeout = name, timeout
         #: Tensor bytes of the reply's value as it travelled (int32 ids count 4 bytes); set by the first
         #: ``wait()`` / ``await`` that returns it.
@@ -118,10 +104,12 @@ class RpcFuture:
 
     def _transport_error(self, exc: Exception) -> PyGDistError:
         text = str(exc).strip()
+        if isinstance(exc, PyGDistError):  # a frame, a cap or a handshake refused: the error says which
+            return RemoteCallError(self.op, self.partition, self.rank, f"{self.served_by}: {text}")
         if "timeout" in text.lower() or "timed out" in text.lower():
             return self._timeout_error(self.timeout)
         return RemoteCallError(self.op, self.partition, self.rank,
-                               f"RPC to {self.served_by} failed in transport: {PEER_GONE}: {text}")
+                               f"RPC to {self.served_by} failed in transport: {self.peer_gone}: {text}")
 
 
 def _check_payload(where: str, payload: Any) -> None:
@@ -159,11 +147,9 @@ def call_async(partition: int, op: str, payload: Any = None, *, timeout: Optiona
     if target == ctx.rpc_rank or not state.uses_rpc:
         fut: torch.futures.Future = torch.futures.Future()
         fut.set_result(callees.serve(op, payload, served_by=state.name))
-    else:
-        rpc = torch_rpc()
-        fut = rpc.rpc_async(name, _remote_serve, args=(op, wire.pack(payload), callees.partitioning()),
-                            timeout=timeout)
-    return RpcFuture(fut, op, partition, target, name, timeout)
+        return RpcFuture(fut, op, partition, target, name, timeout)
+    fut = state.transport.call(target, op, wire.pack(payload), callees.partitioning(), timeout)
+    return RpcFuture(fut, op, partition, target, name, timeout, state.transport.peer_gone)
 
 
 def call(partition: int, op: str, payload: Any = None, *, timeout: Optional[float] = None) -> Any:

@@ -2,12 +2,13 @@
 
 Three pieces, used by :func:`pyg_dist.rpc.shutdown_rpc`:
 
-1. **Arrival barrier** (over RPC): wait until every member has entered ``shutdown_rpc``, so nobody
+1. **Arrival barrier** (over the transport): wait until every member has entered ``shutdown_rpc``, so nobody
    tears down a server that a peer still calls. Late live members are waited for; a dead member
    resets its connection and fails the barrier at the next poll (about a second).
-2. **torch's graceful shutdown**, now quick since everybody is there.
+2. **The transport's graceful shutdown**, now quick since everybody is there.
 3. **Store host lingers** (``tcp://`` worlds): RPC rank 0 hosts the rendezvous store that torch's
-   shutdown still uses; it waits until every other member reports "left" in that store before
+   (or the ``sockets`` transport's leave count) still uses; it waits until every other member reports "left" in
+   that store before
    returning, so a fast-exiting rank 0 cannot break the others' shutdown ("connection reset").
 
 The store server on ``rpc_port`` is created and owned here (torch's rendezvous reuses it: it is a
@@ -91,6 +92,18 @@ def host_store(ctx: DistContext, timeout: float) -> None:
         note_listeners("rpc store")
 
 
+def rendezvous_store(ctx: DistContext, timeout: float):
+    """The store a world's members meet in (the ``sockets`` transport publishes its listeners there): torchrun's
+    agent store, per attempt, for an ``env://`` world; else the store on ``master_addr:rpc_port`` (hosted here
+    by RPC rank 0)."""
+    if ctx.rpc_init_method == "env://":
+        return attempt_store(ctx.rpc_world_size, timedelta(seconds=timeout), prefix="rpc")
+    if ctx.hosts_rpc_store:
+        host_store(ctx, timeout)
+        return _HOSTED[(os.getpid(), rpc_port(ctx))][0]
+    return _new_store(ctx, False, timeout)
+
+
 def has_arrived() -> bool:
     """Runs on a peer (shipped by reference): has that process entered ``shutdown_rpc``?"""
     state = live_state()
@@ -102,13 +115,14 @@ def _is_timeout(exc: BaseException) -> bool:
     return "timeout" in text or "timed out" in text
 
 
-def arrival_barrier(rpc, ctx: DistContext, timeout: float) -> Optional[str]:
-    """Waits until every member entered ``shutdown_rpc``; returns None, or what went wrong."""
+def arrival_barrier(transport, ctx: DistContext, timeout: float) -> Optional[str]:
+    """Waits until every member entered ``shutdown_rpc`` (asking each through ``transport.ping``); returns None,
+    or what went wrong."""
     pending = [r for r in range(ctx.rpc_world_size) if r != ctx.rpc_rank]
     deadline, delay = time.monotonic() + timeout, 0.02
     while pending:
         ping = max(1.0, min(10.0, deadline - time.monotonic()))
-        futs = {r: rpc.rpc_async(ctx.worker_name(r), has_arrived, timeout=ping) for r in pending}
+        futs = {r: transport.ping(r, ping) for r in pending}
         late, lost = [], []
         for r, fut in futs.items():
             try:

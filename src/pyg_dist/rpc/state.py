@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from pyg_dist.context import DistContext
 from pyg_dist.errors import NotInitializedError, PyGDistError
@@ -18,7 +18,7 @@ from pyg_dist.errors import NotInitializedError, PyGDistError
 
 @dataclass
 class WorldState:
-    """One process's membership: its context and worker name, whether torch RPC runs (several
+    """One process's membership: its context and worker name, whether a transport runs (several
     partitions), the per-call bound, and whether it is ready / leaving (read by peers' arrival barrier)."""
     ctx: DistContext
     name: str
@@ -27,6 +27,8 @@ class WorldState:
     call_timeout: float
     ready: bool = False
     leaving: bool = False
+    #: The :class:`~pyg_dist.rpc.transport.Transport` carrying the calls (``None``: one partition, no RPC).
+    transport: Any = None
 
 
 #: Held while the state changes (init / shutdown).

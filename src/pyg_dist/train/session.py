@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional, Union
@@ -33,6 +34,7 @@ from pyg_dist.context import DistContext
 from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_choice, check_positive_int, check_seconds
 from pyg_dist.format.precision import BATCH_DTYPES, parse_dtype
 from pyg_dist.group import init_process_group
+from pyg_dist.rpc.transport import TRANSPORT_ENV, TRANSPORTS
 
 LOG = logging.getLogger("pyg_dist")
 _WHERE = "TrainConfig"
@@ -61,6 +63,10 @@ class TrainConfig:
             count); the loaders built on the ``DistEnv`` then gather those rows there instead of copying them per
             batch. ``None`` (default): no GPU cache. Needs a CUDA ``device``.
         rpc_port: RPC's own port (default ``$PYG_DIST_RPC_PORT`` or ``MASTER_PORT + 1``).
+        transport: RPC's transport (:mod:`pyg_dist.rpc.transport`): ``"sockets"`` (pyg_dist's own: authenticated,
+            no pickle, junk-proof) or ``"tensorpipe"`` (``torch.distributed.rpc``). ``None`` (default):
+            ``$PYG_DIST_TRANSPORT``, else ``"sockets"``. ``dist_session()`` writes it into that variable, so sampler
+            workers use the same one. Every rank must use the same transport.
         timeout: Seconds for start-up: rendezvous (process group and RPC), opening partitions, caches.
         failure_timeout: The bound after start-up (:mod:`pyg_dist.timeouts`): a peer that dies or hangs
             ends every other rank within it, in remote calls, collectives (DDP) and shutdown. Default:
@@ -103,6 +109,7 @@ class TrainConfig:
     rpc: bool = True
     backend: Optional[str] = None
     rpc_port: Optional[int] = None
+    transport: Optional[str] = None
     timeout: float = 120.0
     call_timeout: Optional[float] = None
     failure_timeout: Optional[float] = None
@@ -137,6 +144,8 @@ class TrainConfig:
             raise InvalidArgumentError(_WHERE, "cache_ratio", r, "None or a fraction in (0, 1]")
         check_choice(_WHERE, "cache_policy", self.cache_policy, ("degree", "presample"))
         check_choice(_WHERE, "remote_rows", self.remote_rows, ("exact", "int8"))
+        if self.transport is not None:
+            check_choice(_WHERE, "transport", self.transport, TRANSPORTS)
         object.__setattr__(self, "feature_dtype", parse_dtype(_WHERE, "feature_dtype", self.feature_dtype,
                                                               BATCH_DTYPES))
         if r is not None and not self.rpc:
@@ -380,6 +389,8 @@ def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
     tune_allocator()  # batches reuse freed memory instead of faulting it in again
     if config.failure_timeout is not None:
         timeouts.set_failure_timeout(config.failure_timeout)  # inherited by sampler workers
+    if config.transport is not None:
+        os.environ[TRANSPORT_ENV] = config.transport  # inherited by sampler workers
     ok = False
     try:
         init_process_group(backend, config.timeout, ctx)
