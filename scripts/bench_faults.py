@@ -14,7 +14,8 @@ SIGCONT once the other rank ended (or after the bound + 60 s): its time is when 
 
 "junk" rows send an HTTP health check and 64 KiB of random bytes to every listener of one kind (the kinds a
 rank labels in ``<log>/rank<r>_a0.listeners.json``: gloo, the RPC transport's; a worker's RPC listener; the worker
-world's store; torchrun's store) and watch for 20 s: "survives" when both ranks keep training.
+world's store; torchrun's store) into a bounded run (25 epochs of 60 steps) and watch: "trains on to the end: exit 0"
+when the job survives and finishes by itself.
 
 ``--transports`` runs every row once per RPC transport (``PYG_DIST_TRANSPORT``), each labelled ``[transport]``.
 
@@ -58,8 +59,11 @@ ROWS = {  # name: (what, agents, num_workers, fault)
 }
 #: What a junk row sends to every listener of its kind: an HTTP health check, then 64 KiB of random bytes.
 JUNK = (b"GET / HTTP/1.0\r\n\r\n", os.urandom(64 << 10))
-#: Seconds a junk row watches the job after the bytes were sent (a job that survives keeps training).
+#: Seconds a junk row watches the job after the bytes were sent (a job that survives keeps training)...
 JUNK_WATCH = 20.0
+#: ... and then waits, at most, for it to train on to its own end (junk rows run JUNK_RUN's steps).
+JUNK_END = 240.0
+JUNK_RUN = ("--epochs", "25", "--max-steps", "60")
 #: Faults a rank injects into itself at a phase (scripts/run_with_faults.py); the rest are injected here.
 PHASES = ("balance", "stop-balance", "shutdown", "stop-shutdown")
 
@@ -203,7 +207,7 @@ def run_row(name: str, folder: Path, work: Path, bound: float, transport: str = 
         blocker = socket.socket()
         blocker.bind(("127.0.0.1", rpc_port))
         blocker.listen()
-    short = ("--epochs", "1", "--max-steps", "5") if "shutdown" in fault else ()
+    short = ("--epochs", "1", "--max-steps", "5") if "shutdown" in fault else JUNK_RUN if "junk" in fault else ()
     procs = launch(folder, log, agents, workers, rpc_port, extra=short,
                    kill=("1", fault) if fault in PHASES else ("-1", "0"), transport=transport)
     try:
@@ -266,18 +270,21 @@ def send_junk(log: Path, pids: dict, fault: str, rpc_port: int) -> int:
 
 
 def _junk(fault: str, log: Path, procs, bound: float, rpc_port: int):
+    """Sends the junk, then lets the job run: a job that survives trains on to its own end (the row's run is
+    bounded: ``JUNK_RUN``), and the row reports its exit code; one that dies is timed like any fault."""
     pids = wait_training(log, procs)
     before = {r: len((log / f"rank{r}_a0.txt").read_text().splitlines()) for r in (0, 1)}
     t0 = time.monotonic()
     send_junk(log, pids, fault, rpc_port)
     ended = watch(pids, procs, t0, JUNK_WATCH)
-    if all(v is None for v in ended.values()):
-        grew = {r: len((log / f"rank{r}_a0.txt").read_text().splitlines()) - before[r] for r in (0, 1)}
-        result = f"survives: both ranks keep training ({grew[0]} / {grew[1]} steps in {JUNK_WATCH:g} s)"
-        for p in procs:
-            os.killpg(os.getpgid(p.pid), signal.SIGINT)
-        watch(pids, procs, time.monotonic(), bound + 30)
-        return {}, result
+    if ended["job"] is None and all(ended[f"rank {r}"] is None for r in (0, 1)):
+        ended = watch(pids, procs, t0, JUNK_WATCH + JUNK_END)  # alive: let it train to its end
+    rcs = [p.poll() for p in procs]
+    grew = {r: len((log / f"rank{r}_a0.txt").read_text().splitlines()) - before[r] for r in (0, 1)}
+    if rcs and all(rc == 0 for rc in rcs):
+        return {}, f"trains on to the end: exit 0 ({grew[0]} / {grew[1]} steps after the junk)"
+    if ended["job"] is None and all(ended[f"rank {r}"] is None for r in (0, 1)):
+        return {}, f"still training {JUNK_WATCH + JUNK_END:g} s after the junk ({grew[0]} / {grew[1]} steps)"
     ended.update({k: v for k, v in watch(pids, procs, t0, bound + 60).items() if ended[k] is None})
     return ended, ""
 

@@ -70,9 +70,12 @@ class RpcTimeoutError(PyGDistError, TimeoutError):
     """A remote call or a rendezvous did not complete within its timeout."""
 
 
-#: Why a peer's connection breaks, as survivors say it (the dead rank's own line says which).
+#: Why a peer's connection breaks, as survivors say it on the ``tensorpipe`` transport (the dead rank's own line
+#: says which).
 PEER_GONE = ("that process died (killed, out of memory) or its transport aborted on an unexpected connection "
              "to its TensorPipe listener")
+#: The same on the ``sockets`` transport, whose listener refuses junk instead of aborting.
+PEER_LOST = "that process died (killed, out of memory), shut down or stopped answering"
 
 
 class PeerFailedError(PyGDistError, RuntimeError):

@@ -73,3 +73,16 @@ def test_a_taken_rpc_port_is_moved_past(setup):
     out = bench.run_row("port", work / "p2", work, BOUND)
     assert out["result"].startswith("trains"), out
     assert out["orphans"] == 0 and out["shm"] == 0, out
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("row", ["junk-rpc", "junk-worker"])
+def test_junk_on_a_sockets_listener_and_the_job_trains_on_to_exit_0(setup, row):
+    """An HTTP GET and 64 KiB of random bytes to every RPC listener of a rank (or of a sampler worker) of a real
+    torchrun job on the sockets transport: the job trains on to its own end and torchrun exits 0."""
+    bench, work = setup
+    out = bench.run_row(row, work / "p2", work, BOUND, "sockets")
+    assert out["result"].startswith("trains on to the end: exit 0"), out
+    steps = [int(n) for n in re.findall(r"(\d+) / (\d+) steps", out["result"])[0]]
+    assert min(steps) > 100 and out["rc"] == [0], out
+    assert out["orphans"] == 0 and out["shm"] == 0, out

@@ -10,7 +10,11 @@
   :class:`~pyg_dist.rpc.CallReply`; a malformed frame from an authenticated peer closes that connection and
   fails that peer's calls with a typed error naming the peer and the field.
 - **Many calls in flight** per connection, matched by call id; each caller's connection to a peer is opened on
-  first use (TCP_NODELAY), replies are read by one thread per connection straight into the reply's tensors.
+  first use (TCP_NODELAY), replies are read by one thread per connection straight into the reply's tensors
+  (``recv_into`` with ``MSG_WAITALL``, the GIL released). Their memory is recycled: feature replies travel in
+  chunks of at most 8 MiB, and with :func:`pyg_dist._alloc.tune_allocator` (every distributed session and sampler
+  worker) glibc keeps freed blocks under 32 MiB for the next reply instead of faulting them in again. Ids keep
+  crossing as int32 where they fit (:mod:`.wire`).
 - **Failures**: a peer that dies closes its connections, which fails every call pending on them at once; a call
   without a reply within its timeout fails with "timed out" (a sweeper checks every 0.1 s).
 """

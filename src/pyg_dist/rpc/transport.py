@@ -29,7 +29,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from ..context import DistContext
-from ..errors import InvalidArgumentError, RpcTimeoutError
+from ..errors import PEER_LOST, InvalidArgumentError, RpcTimeoutError
 
 TRANSPORT_ENV = "PYG_DIST_TRANSPORT"
 TRANSPORTS = ("sockets", "tensorpipe")
@@ -94,7 +94,7 @@ class Transport:
 
     name = "transport"
     #: Why a peer's connection breaks, as survivors say it (:class:`~pyg_dist.rpc.RpcFuture` quotes it).
-    peer_gone = "that process died (killed, out of memory) or shut down"
+    peer_gone = PEER_LOST
 
     def start(self, ctx: DistContext, name: str, timeout: float, call_timeout: float, num_threads: int) -> None:
         """Joins the world (rendezvous within ``timeout``); serves the callee table from then on."""

@@ -28,7 +28,7 @@ import sys
 import traceback
 from typing import Callable, Iterable, Optional, Sequence
 
-from pyg_dist.errors import PEER_GONE, PeerFailedError, PyGDistError
+from pyg_dist.errors import PEER_GONE, PEER_LOST, PeerFailedError, PyGDistError
 
 LOG = logging.getLogger("pyg_dist")
 #: Set to 1 to print full tracebacks of pyg_dist errors instead of one line.
@@ -77,8 +77,17 @@ def peer_failure(exc: BaseException) -> Optional[PeerFailedError]:
                 peer = f"sampler worker (pid {pids.group(1)}) of rank {env_rank()}"
             else:
                 peer = f"{other}at {where.group(1)}:{where.group(2)}" if where else other.strip() or "(unknown)"
-            return PeerFailedError(phase, peer, f"{PEER_GONE}: {one_line(exc).split(': ', 1)[-1][:300]}")
+            return PeerFailedError(phase, peer, f"{_gone()}: {one_line(exc).split(': ', 1)[-1][:300]}")
     return None
+
+
+def _gone() -> str:
+    """Why a peer goes away, as this job's RPC transport allows (only TensorPipe aborts on a stray connection)."""
+    from pyg_dist.rpc.transport import transport_name
+    try:
+        return PEER_GONE if transport_name() == "tensorpipe" else PEER_LOST
+    except PyGDistError:
+        return PEER_LOST
 
 
 def _fail(rank: int, exc: BaseException) -> None:
