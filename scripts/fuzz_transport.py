@@ -24,12 +24,15 @@ import random
 import socket
 import struct
 import sys
+import threading
 import time
 from dataclasses import dataclass
 
 import torch
 
-ECHO, STATS = "fuzz.echo", "fuzz.stats"
+ECHO, STATS, DONE = "fuzz.echo", "fuzz.stats", "fuzz.done"
+#: Set in rank 1 when rank 0 says it is done (rank 1 serves until then, however long the fuzz takes).
+_FINISHED = threading.Event()
 
 
 @dataclass
@@ -131,9 +134,12 @@ def rank_main(rank: int, world_size: int, opts: dict) -> dict:
     from pyg_dist.rpc.state import live_state
     rpc.register_callee(ECHO, lambda m: Blob(m.x * 2), replace=True)
     rpc.register_callee(STATS, _stats, replace=True)
+    rpc.register_callee(DONE, lambda m: _FINISHED.set() or m, replace=True)
     out: dict = {"cases": {}, "answers": {}, "checks_ok": 0, "checks": 0}
     with rpc.rpc_session(DistContext.from_env(num_partitions=2), timeout=120):
         if rank == 1:
+            if not _FINISHED.wait(opts["timeout"]):
+                raise TimeoutError(f"rank 0 did not finish the fuzz within {opts['timeout']} s")
             return out
         transport = live_state().transport
         addr, secret = transport.addrs[1], transport.secret
@@ -165,6 +171,7 @@ def rank_main(rank: int, world_size: int, opts: dict) -> dict:
                 out["checks_ok"] += int(torch.equal(rpc.call(1, ECHO, Blob(x), timeout=30).x, x * 2))
                 out["rss_max"] = max(out["rss_max"], rpc.call(1, STATS, Blob(torch.zeros(1))).x[0].item())
         out["rss_end"] = rpc.call(1, STATS, Blob(torch.zeros(1))).x.tolist()
+        rpc.call(1, DONE, Blob(torch.zeros(1)))
     return out
 
 
@@ -173,11 +180,13 @@ def main(argv=None) -> int:
     p.add_argument("--frames", type=int, default=10_000)
     p.add_argument("--handshakes", type=int, default=1_000)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeout", type=float, default=3000.0, help="seconds for the whole fuzz")
     args = p.parse_args(argv)
     import fuzz_transport  # spawned ranks import the function by module name (sys.path[0] = scripts/)
     from pyg_dist.testing import spawn_world
     t0 = time.time()
-    res = spawn_world(2, fuzz_transport.rank_main, vars(args), timeout=3600, env={"PYG_DIST_TRANSPORT": "sockets"})
+    res = spawn_world(2, fuzz_transport.rank_main, vars(args), timeout=args.timeout + 300,
+                      env={"PYG_DIST_TRANSPORT": "sockets"})
     out = res[0]
     print(f"fuzz of the sockets transport: {args.handshakes:,} handshakes and {args.frames:,} frames against rank 1, "
           f"{time.time() - t0:.0f} s; both ranks exited 0 (spawn_world checks)")

@@ -129,8 +129,8 @@ class SocketTransport(Transport):
             self.addrs = run_bounded(lambda: self._addresses(timeout), timeout, what)
         except RpcTimeoutError as exc:
             self._close()
-            raise RpcTimeoutError(f"{exc}; did every rank start, and is {ctx.master_addr}:{ctx.rpc_port} "
-                                  "reachable?") from None
+            raise RpcTimeoutError(f"{exc}; did every rank start, with the same transport (PYG_DIST_TRANSPORT), "
+                                  f"and is {ctx.master_addr}:{ctx.rpc_port} reachable?") from None
         except Exception:
             self._close()
             raise
