@@ -6,10 +6,9 @@ Three pieces, used by :func:`pyg_dist.rpc.shutdown_rpc`:
    tears down a server that a peer still calls. Late live members are waited for; a dead member
    resets its connection and fails the barrier at the next poll (about a second).
 2. **The transport's graceful shutdown**, now quick since everybody is there.
-3. **Store host lingers** (``tcp://`` worlds): RPC rank 0 hosts the rendezvous store that torch's
-   (or the ``sockets`` transport's leave count) still uses; it waits until every other member reports "left" in
-   that store before
-   returning, so a fast-exiting rank 0 cannot break the others' shutdown ("connection reset").
+3. **Store host lingers** (``tcp://`` worlds): RPC rank 0 hosts the rendezvous store that torch's shutdown (or
+   the ``sockets`` transport's leave count) still uses; it waits until every other member reports "left" in that
+   store before returning, so a fast-exiting rank 0 cannot break the others' shutdown ("connection reset").
 
 The store server on ``rpc_port`` is created and owned here (torch's rendezvous reuses it: it is a
 multi-tenant ``TCPStore``), so it lives as long as the process and re-initialising on the same port

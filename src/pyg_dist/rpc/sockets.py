@@ -28,7 +28,7 @@ import threading
 import time
 import weakref
 from datetime import timedelta
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import torch
 
@@ -100,7 +100,7 @@ class SocketTransport(Transport):
         self._lock = threading.Lock()
         self._clients: Dict[int, _Conn] = {}
         self._dialing: Dict[int, threading.Lock] = {}
-        self._served: List[socket.socket] = []
+        self._served: Set[socket.socket] = set()  # open server-side connections (closed ones leave it)
         self._handshaking = 0
         self._barriers = 0
 
@@ -261,7 +261,7 @@ class SocketTransport(Transport):
                 self._handshaking -= 1
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with self._lock:
-            self._served.append(sock)
+            self._served.add(sock)
         conn = _Conn(sock, f"the process at {peer}")
         try:
             self._request_loop(conn)
@@ -271,6 +271,8 @@ class SocketTransport(Transport):
             if not self.closing.is_set():
                 self.log.note("malformed", f"{self.name_}: {exc}; closed that connection")
         finally:
+            with self._lock:
+                self._served.discard(sock)
             close_quietly(sock)
 
     def _request_loop(self, conn: _Conn) -> None:
