@@ -76,6 +76,34 @@ def test_pool_does_not_hand_out_storages_twice_the_request(pool):
     assert small.data_ptr() != ptr
 
 
+def _maps() -> set:
+    """The (start, end) address ranges of this process's memory maps."""
+    with open("/proc/self/maps") as fh:
+        return {tuple(int(a, 16) for a in line.split()[0].split("-")) for line in fh}
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs /proc/self/maps (Linux)")
+def test_pool_memory_lives_in_maps_of_its_own_and_overflow_is_unmapped():
+    """Below glibc's 32 MiB mmap threshold a freed block would stay in the one heap (split by other threads'
+    small allocations): the pool's storages and what it hands out over its limit are maps of their own."""
+    small = buffers.BufferPool(3 << 20, min_bytes=256 << 10)
+    kept = small.empty((1 << 18,), torch.float32)  # 1 MiB: a pooled storage
+    over = small.empty((1 << 18,), torch.float32)  # the pool holds 1.1 MiB of 3: a second one
+    extra = small.empty((1 << 18,), torch.float32)  # over the limit: a map that goes when dropped
+    for t in (kept, over, extra):
+        t.fill_(7.0)
+        assert torch.equal(t, torch.full((1 << 18,), 7.0))
+        assert any(lo <= t.data_ptr() and t.data_ptr() + t.nbytes <= hi and hi - lo < (2 << 20)
+                   for lo, hi in _maps()), "not on a map of its own"
+    assert len(small._storages) == 2 and small.misses == 3
+    where = extra.data_ptr()
+    del extra, t
+    assert not any(lo <= where < hi for lo, hi in _maps())  # unmapped: nothing stays in the heap
+    del kept
+    again = small.empty((1 << 18,), torch.float32)
+    assert small.hits == 1 and again.data_ptr() in {s.data_ptr() for s in small._storages}
+
+
 def test_gather_rows_equals_index_select():
     x = torch.randn(3 * ROWS, 100)
     idx = torch.randint(0, x.size(0), (ROWS,))

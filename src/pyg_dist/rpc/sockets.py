@@ -298,6 +298,8 @@ class SocketTransport(Transport):
             send_frame(conn.sock, conn.send_lock, head, blobs)
         except OSError:
             pass  # the caller is gone; its own peers learn that
+        del blobs  # the views of the bytes before the reply: dropping its tensors gives their byte budget back,
+        del reply  # and the next request may then reuse their storages (the serving store's buffer pool)
 
     # ------------------------------------------------------------------------------------- leaving
     def barrier(self, timeout: float) -> None:
