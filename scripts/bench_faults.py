@@ -7,10 +7,12 @@
 Each row starts ``examples/distributed/node_classification.py`` (through ``scripts/run_with_faults.py``,
 which logs every step) under torchrun on 127.0.0.1, waits until both ranks train, injects the fault and
 measures, from the injection: when each rank process ended, torchrun's exit code, each rank's last error
-line (typed: ``[rank r] ErrorType: ...``), processes left behind (sampler workers included) and
-``/dev/shm`` entries left behind. "two agents" rows run one torchrun per rank (``--nnodes 2``), the shape
-of a two-machine job: nobody kills the survivor for it, it must notice by itself. A SIGSTOPped rank gets
-SIGCONT once the other rank ended (or after the bound + 60 s): its time is when it then ended.
+line (typed: ``[rank r] ErrorType: ...``; row ``typed1``: rank 1 raises a typed error, and the survivor
+quotes the line rank 1 published, ``peer rank 1 failed: CheckpointError: ...``), processes left behind
+(sampler workers included) and ``/dev/shm`` entries left behind. "two agents" rows run one torchrun per
+rank (``--nnodes 2``), the shape of a two-machine job: nobody kills the survivor for it, it must notice by
+itself. A SIGSTOPped rank gets SIGCONT once the other rank ended (or after the bound + 60 s): its time is when
+it then ended.
 
 "junk" rows send an HTTP health check and 64 KiB of random bytes to every listener of one kind (the kinds a
 rank labels in ``<log>/rank<r>_a0.listeners.json``: gloo, the RPC transport's; a worker's RPC listener; the worker
@@ -44,6 +46,8 @@ ROWS = {  # name: (what, agents, num_workers, fault)
     "stop1": ("SIGSTOP rank 1 (held past the bound)", 1, 0, "stop1"),
     "port": ("RPC port taken before start", 1, 1, "port"),
     "ctrlc": ("Ctrl-C to torchrun (its process group)", 1, 0, "ctrlc"),
+    "agent": ("agent SIGKILLed", 1, 0, "agent"),
+    "agentx2": ("agent SIGKILLed, the first of two agents", 2, 0, "agent"),
     "kill1x2": ("SIGKILL rank 1, two agents", 2, 0, "kill1"),
     "stop1x2": ("SIGSTOP rank 1, two agents", 2, 0, "stop1"),
     "kill0x2": ("SIGKILL rank 0, two agents", 2, 0, "kill0"),
@@ -51,6 +55,7 @@ ROWS = {  # name: (what, agents, num_workers, fault)
     "stopseeds": ("SIGSTOP rank 1 as the loaders agree on seeds", 1, 0, "stop-balance"),
     "killend": ("SIGKILL rank 1 entering shutdown", 1, 0, "shutdown"),
     "stopend": ("SIGSTOP rank 1 entering shutdown", 1, 0, "stop-shutdown"),
+    "typed1": ("rank 1 fails with a typed error (CheckpointError) mid-epoch", 1, 0, "raise"),
     "junk-rpc": ("junk bytes to rank 1's RPC listeners", 1, 0, "junk:1:rpc"),
     "junk-gloo": ("junk bytes to rank 1's gloo listeners", 1, 0, "junk:1:gloo"),
     "junk-store": ("junk bytes to the sampler workers' RPC store", 1, 1, "junk:s:rpc store"),
@@ -65,7 +70,7 @@ JUNK_WATCH = 20.0
 JUNK_END = 240.0
 JUNK_RUN = ("--epochs", "25", "--max-steps", "60")
 #: Faults a rank injects into itself at a phase (scripts/run_with_faults.py); the rest are injected here.
-PHASES = ("balance", "stop-balance", "shutdown", "stop-shutdown")
+PHASES = ("balance", "stop-balance", "shutdown", "stop-shutdown", "raise")
 
 
 def free_port() -> int:
@@ -135,6 +140,9 @@ def inject(fault: str, pids: dict, procs) -> int:
     elif fault == "worker":
         pid = psutil.Process(pids[1]).children()[0].pid
         os.kill(pid, signal.SIGKILL)
+    elif fault == "agent":  # its ranks must not train on as orphans (pyg_dist.train.orphan)
+        pid = procs[0].pid
+        os.kill(pid, signal.SIGKILL)
     else:  # ctrlc: SIGINT to the whole foreground group, as a terminal does
         pid = procs[0].pid
         os.killpg(os.getpgid(pid), signal.SIGINT)
@@ -192,7 +200,7 @@ def error_lines(log: Path, agents: int) -> dict:
         for line in (log.parent / f"{log.name}.agent{node}.txt").read_text(errors="replace").splitlines():
             for r in (0, 1):
                 if line.startswith(f"[rank {r}] "):
-                    lines[r] = line[len(f"[rank {r}] "):][:200]
+                    lines[r] = line[len(f"[rank {r}] "):][:400]  # room for a survivor's quote of its peer
     return lines
 
 

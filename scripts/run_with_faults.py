@@ -7,7 +7,8 @@
   (``TORCHELASTIC_RESTART_COUNT`` 0): a restarted group runs to the end. ``KILL_STEP`` 0: no fault.
   ``KILL_STEP`` may also name a phase: ``balance`` (as the loaders agree on seeds: a collective) or
   ``shutdown`` (entering ``dist_session``'s teardown), SIGKILL there, or ``stop-balance`` /
-  ``stop-shutdown``: SIGSTOP there (a hung process; whoever injects it sends SIGCONT later).
+  ``stop-shutdown``: SIGSTOP there (a hung process; whoever injects it sends SIGCONT later), or ``raise``:
+  a typed error (``CheckpointError``, "No space left on device") after step 5, the way an ordinary failure ends.
 * ``LOG_DIR/rank<r>_a<attempt>.txt`` gets one line per trained batch: ``epoch step unix_time
   save_seconds id,id,...`` (``save_seconds``: the checkpoint written at that step, 0 if none; then the
   batch's seed ids, global). ``LOG_DIR/rank<r>_a<attempt>.pid`` holds the rank's pid.
@@ -24,6 +25,8 @@ import time
 from pathlib import Path
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "distributed"
+#: ``KILL_STEP`` that makes rank ``KILL_RANK`` raise a typed error (CheckpointError) after step RAISE_STEP instead.
+RAISE, RAISE_STEP = "raise", 5
 sys.path.insert(0, str(EXAMPLES))
 
 
@@ -64,9 +67,12 @@ def main() -> None:
         if kill_step.isdigit() and self.global_step == int(kill_step) and self.rank == int(kill_rank) \
                 and attempt == "0":
             os.kill(os.getpid(), signal.SIGKILL)
+        if kill_step == RAISE and self.global_step == RAISE_STEP and self.rank == int(kill_rank) and attempt == "0":
+            from pyg_dist.errors import CheckpointError
+            raise CheckpointError(f"cannot write {log_dir}/step_{RAISE_STEP}: No space left on device (injected)")
         return wrote
 
-    if not kill_step.isdigit() and os.environ.get("RANK") == kill_rank and attempt == "0":
+    if not kill_step.isdigit() and kill_step != RAISE and os.environ.get("RANK") == kill_rank and attempt == "0":
         _fault_at_phase(kill_step)
 
     if original_steps is not None:  # the examples that iterate through common.steps: seeds are logged

@@ -18,13 +18,15 @@ from ~700 to ~120 per batch, the 90th percentile of one reply's gather from ~50 
 and the ranks' CPU per batch from 165-170 ms to 156-159 ms.
 Larger blocks (whole feature batches) are recycled by :mod:`pyg_dist.store.buffers` instead.
 
-Set ``PYG_DIST_MALLOC_TUNING=0`` to keep the allocator's defaults.
+Set ``PYG_DIST_MALLOC_TUNING=0`` to keep the allocator's defaults (a value that is no flag raises
+``InvalidArgumentError`` naming the variable).
 """
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import os
+
+from pyg_dist.envvars import read_flag
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
 _MMAP_THRESHOLD = 32 << 20
@@ -37,7 +39,7 @@ def tune_allocator() -> bool:
     global _applied
     if _applied is None:
         _applied = False
-        if os.environ.get("PYG_DIST_MALLOC_TUNING", "1").strip().lower() not in ("0", "false", "no", "off"):
+        if read_flag("PYG_DIST_MALLOC_TUNING", True):
             try:
                 libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
                 mallopt = libc.mallopt

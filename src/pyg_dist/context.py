@@ -39,6 +39,27 @@ def _check_port(where: str, name: str, value) -> int:
     return value
 
 
+def env_rpc_port(environ: Optional[Mapping[str, str]] = None) -> Optional[int]:
+    """``$PYG_DIST_RPC_PORT`` as a port (``None`` when unset or empty); :class:`InvalidArgumentError` naming the
+    variable when it is no integer or no TCP port in 1..65535.
+
+    Example:
+        >>> env_rpc_port({"PYG_DIST_RPC_PORT": "29600"}), env_rpc_port({})
+        (29600, None)
+    """
+    raw = (os.environ if environ is None else environ).get(RPC_PORT_ENV)
+    if raw is None or raw == "":
+        return None
+    try:
+        port = int(raw)
+    except ValueError:
+        raise InvalidArgumentError("DistContext.from_env", RPC_PORT_ENV, raw, "an integer environment variable") \
+            from None
+    if not 0 < port < 65536:
+        raise InvalidArgumentError("DistContext.from_env", RPC_PORT_ENV, raw, "a TCP port in 1..65535")
+    return port
+
+
 @dataclass(frozen=True)
 class DistContext:
     """Identity of one process in a pyg_dist deployment (immutable; validated on construction).
@@ -157,7 +178,7 @@ class DistContext:
                 raise InvalidArgumentError(where, name, raw, "an integer environment variable") from None
 
         if rpc_port is None:
-            rpc_port = read_int(RPC_PORT_ENV, None)
+            rpc_port = env_rpc_port(environ)
         if "WORLD_SIZE" not in environ and isinstance(num_partitions, int) and num_partitions > 1:
             script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0].endswith(".py") else "<script>"
             raise InvalidArgumentError(

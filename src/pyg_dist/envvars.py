@@ -1,9 +1,13 @@
 """Every ``PYG_DIST_*`` environment variable pyg_dist reads: its type, default, meaning and the setting it backs.
 
 This is a registry, not a reader: each variable is still read where it acts (the module named in its
-meaning), and ``tests/testing/test_settings.py`` checks, with a regex over the sources, that the code reads no
-variable this table lacks and that the table names none the code never mentions. ``docs/reference/settings.md`` shows
-it beside the settings of the configuration objects (``scripts/gen_settings.py``).
+meaning), with that module's parser. :func:`pyg_dist.train.env_check.validate_env` runs every one of those
+parsers when ``dist_session()`` starts, before the process group forms, so a bad value fails at start-up with
+an ``InvalidArgumentError`` naming the variable and the value. The generic parsers of ``flag``, ``path`` and
+fixed-choice variables are here (:func:`read_flag`, :func:`read_folder`, :func:`read_choice`).
+``tests/testing/test_settings.py`` checks, with a regex over the sources, that the code reads no variable this
+table lacks and that the table names none the code never mentions. ``docs/reference/settings.md`` shows it
+beside the settings of the configuration objects (``scripts/gen_settings.py``).
 
 A variable that backs a setting (``field``, ``Object.parameter``) is that setting's default: the setting,
 when given, wins.
@@ -16,9 +20,10 @@ Example:
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Mapping, Optional, Tuple
 
 from pyg_dist.errors import InvalidArgumentError
 
@@ -71,7 +76,8 @@ ENV_VARS: Tuple[EnvVar, ...] = (
         "PYG_DIST_DATA", "path", "`<repo>/../shared/data`",
         "Folder of shared real data (Planetoid raw files, ...) that `load_planetoid()` reads when it is given "
         "no `root` (`pyg_dist.datasets.planetoid.shared_data_root`); an explicit `root` wins; empty counts as "
-        "unset."),
+        "unset. `dist_session()` checks at start-up that a set value does not name a file "
+        "(`InvalidArgumentError` naming the variable); a folder that does not exist is no error there."),
     EnvVar(
         "PYG_DIST_FAILURE_TIMEOUT", "float", "`20`",
         "The failure bound in seconds after start-up (`pyg_dist.timeouts`): remote calls, collectives and the "
@@ -96,14 +102,17 @@ ENV_VARS: Tuple[EnvVar, ...] = (
         "PYG_DIST_MALLOC_TUNING", "flag", "`1` (on)",
         "glibc allocator tuning (`pyg_dist._alloc.tune_allocator`: mmap threshold 32 MiB, trim threshold "
         "256 MiB, one arena), applied once per process when `dist_session()` or a sampler worker starts; `0`, "
-        "`false`, `no` or `off` keep the allocator's defaults."),
+        "`false`, `no` or `off` keep the allocator's defaults, `1`, `true`, `yes` or `on` (any case) apply them; "
+        "anything else raises `InvalidArgumentError` naming the variable."),
     EnvVar(
         "PYG_DIST_REPLY_MAX_MB", "float", "`256`",
-        "Most MiB of one feature-lookup reply (`pyg_dist.store.limits`), read at each lookup and each request "
-        "served: a requester splits its requests so that no reply exceeds it, an owner refuses a larger one "
+        "Most MiB of one reply a process serves: a feature lookup's rows, or a one-hop sample's edges (16 bytes "
+        "per edge, bounded before sampling by seeds x fanout; `pyg_dist.store.limits`), read at each request sent "
+        "and served: a requester splits its requests so that no reply exceeds it (one-hop requests by seeds, "
+        "and with replacement by draws: the same sample), an owner refuses a larger one "
         "(`ServingLimitError`, raised by the requester as `RemoteCallError` naming the peer, the size and this "
-        "variable); a single row larger than it is still served. Give every process the same value. Not a "
-        "number > 0: `InvalidArgumentError` naming the variable."),
+        "variable); a single row, one seed's sample without replacement or a single draw is still served. Give "
+        "every process the same value. Not a number > 0: `InvalidArgumentError` naming the variable."),
     EnvVar(
         "PYG_DIST_RPC_PORT", "int", "`MASTER_PORT + 1`",
         "RPC's own rendezvous port (`pyg_dist.context.DistContext.from_env`); never `MASTER_PORT`, which is "
@@ -126,7 +135,8 @@ ENV_VARS: Tuple[EnvVar, ...] = (
         "Give every process of the job the same file."),
     EnvVar(
         "PYG_DIST_SERVE_BUDGET_MB", "float", "`512`",
-        "Most MiB of feature-lookup replies one process serves at once (`pyg_dist.store.limits`), read at each "
+        "Most MiB of replies (feature lookups and one-hop samples) one process serves at once "
+        "(`pyg_dist.store.limits`), read at each "
         "request served: a request waits, first come first served, until its reply fits beside those still "
         "being sent (one larger than the budget is served alone), at most its call's timeout (default: "
         "`PYG_DIST_FAILURE_TIMEOUT`), then `ServingLimitError` naming this variable. Per process: each "
@@ -135,7 +145,8 @@ ENV_VARS: Tuple[EnvVar, ...] = (
         "PYG_DIST_TRACEBACK", "flag", "unset (one line per error)",
         "Exactly `1`: `run_main()` (`pyg_dist.train.entry`) prints the full traceback of a pyg_dist error on "
         "stderr before its one line `[rank r] ErrorType: message`; otherwise the traceback goes to the "
-        "`pyg_dist` log at DEBUG only."),
+        "`pyg_dist` log at DEBUG only. `dist_session()` accepts `0`, `1` or unset: anything else raises "
+        "`InvalidArgumentError` naming the variable at start-up."),
     EnvVar(
         "PYG_DIST_TRANSPORT", "str", "`sockets`",
         "RPC's transport (`pyg_dist.rpc.transport`), read at `init_rpc`: `sockets` (pyg_dist's own: one listener "
@@ -146,6 +157,50 @@ ENV_VARS: Tuple[EnvVar, ...] = (
         "`InvalidArgumentError` naming the variable.",
         field="TrainConfig.transport"),
 )
+
+
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def read_flag(name: str, default: bool, environ: Optional[Mapping[str, str]] = None) -> bool:
+    """A ``flag`` variable: ``1``/``true``/``yes``/``on`` or ``0``/``false``/``no``/``off`` (any case; unset or
+    empty: ``default``); anything else is an :class:`InvalidArgumentError` naming the variable.
+
+    Example:
+        >>> read_flag("PYG_DIST_MALLOC_TUNING", True, {"PYG_DIST_MALLOC_TUNING": "Off"})
+        False
+    """
+    raw = (os.environ if environ is None else environ).get(name, "")
+    word = raw.strip().lower()
+    if not word:
+        return default
+    if word not in _TRUE + _FALSE:
+        raise InvalidArgumentError("environment", f"${name}", raw, f"one of {list(_TRUE + _FALSE)}, or unset")
+    return word in _TRUE
+
+
+def read_choice(name: str, choices: Tuple[str, ...], default: str,
+                environ: Optional[Mapping[str, str]] = None) -> str:
+    """A variable that holds one of ``choices`` exactly (unset or empty: ``default``), else
+    :class:`InvalidArgumentError` naming it."""
+    raw = (os.environ if environ is None else environ).get(name, "")
+    if raw == "":
+        return default
+    if raw not in choices:
+        raise InvalidArgumentError("environment", f"${name}", raw, f"one of {list(choices)}, or unset")
+    return raw
+
+
+def read_folder(name: str, environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
+    """A ``path`` variable naming a folder: ``None`` when unset or empty, else the path, which must not name
+    something that is not a folder (:class:`InvalidArgumentError` naming the variable otherwise). A path that
+    does not exist passes: the data may be absent on this machine, and what reads it says so when used."""
+    raw = (os.environ if environ is None else environ).get(name, "")
+    if not raw:
+        return None
+    if os.path.exists(raw) and not os.path.isdir(raw):
+        raise InvalidArgumentError("environment", f"${name}", raw, "a folder (this is a file), or unset")
+    return raw
 
 
 def env_var(name: str) -> EnvVar:
@@ -160,4 +215,4 @@ def env_var(name: str) -> EnvVar:
     raise InvalidArgumentError("env_var", "name", name, f"one of {[v.name for v in ENV_VARS]}")
 
 
-__all__ = ["EnvVar", "ENV_VARS", "env_var"]
+__all__ = ["EnvVar", "ENV_VARS", "env_var", "read_flag", "read_choice", "read_folder"]

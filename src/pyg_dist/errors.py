@@ -52,6 +52,12 @@ class FileWriteError(PyGDistError, OSError):
         return type(self), (self.path, self.errno, self.problem)
 
 
+class CheckpointError(PyGDistError, RuntimeError):
+    """A checkpoint cannot be written (the folder is not writable, a write failed) or does not fit the run
+    resuming from it (another world size, another model, replicas that differ after loading); the message
+    names the folder or file, the values and what to do."""
+
+
 class RemoteCallError(PyGDistError, RuntimeError):
     """A remote call failed on its callee; carries the op, partition, rank and remote traceback."""
 
@@ -70,21 +76,42 @@ class RpcTimeoutError(PyGDistError, TimeoutError):
     """A remote call or a rendezvous did not complete within its timeout."""
 
 
-#: Why a peer's connection breaks, as survivors say it on the ``tensorpipe`` transport (the dead rank's own line
-#: says which).
-PEER_GONE = ("that process died (killed, out of memory) or its transport aborted on an unexpected connection "
-             "to its TensorPipe listener")
-#: The same on the ``sockets`` transport, whose listener refuses junk instead of aborting.
-PEER_LOST = "that process died (killed, out of memory), shut down or stopped answering"
+#: Why a peer's connection breaks, as survivors say it when that peer published no failure line
+#: (:mod:`pyg_dist.rpc.verdict`): all that is known, on either transport. A peer that failed on a typed error, or
+#: whose TensorPipe transport aborted, published its own line, and survivors quote that instead.
+PEER_LOST = ("that process ended without saying why (killed by a signal, out of memory) or stopped answering "
+             "(a network fault)")
+#: The same on the ``tensorpipe`` transport (kept for callers of the old name: no more guessing at a TensorPipe
+#: abort, whose line the aborting rank publishes).
+PEER_GONE = PEER_LOST
 
 
 class PeerFailedError(PyGDistError, RuntimeError):
     """A peer process died, hung past the failure bound, or became unreachable during ``phase``
-    (``peer`` names what is known of it: a rank, a partition, a host, a worker pid)."""
+    (``peer`` names what is known of it: a rank, a partition, a host, a worker pid; ``said``: the line that peer
+    published before it exited, :mod:`pyg_dist.rpc.verdict`)."""
 
-    def __init__(self, phase: str, peer: str, detail: str):
-        self.phase, self.peer, self.detail = phase, peer, detail
-        super().__init__(f"peer {peer} failed during {phase}: {detail}")
+    def __init__(self, phase: str, peer: str, detail: str, said: Optional[str] = None):
+        self.phase, self.peer, self.detail, self.said = phase, peer, detail, said
+        if said:  # the peer's own published line (``peer rank 1 failed: ErrorType: ...``) leads
+            super().__init__(f"{said} (seen here during {phase}: {detail})")
+        else:
+            super().__init__(f"peer {peer} failed during {phase}: {detail}")
+
+
+class AgentLostError(PyGDistError, RuntimeError):
+    """This rank's launcher, the torchrun agent that is its parent process (pid ``agent_pid``), is gone (the rank
+    was re-parented to ``new_parent``): the rank ends within the failure bound ``bound`` instead of running on
+    as an orphan (:mod:`pyg_dist.train.orphan`)."""
+
+    def __init__(self, agent_pid: int, new_parent: int, bound: float):
+        self.agent_pid, self.new_parent, self.bound = agent_pid, new_parent, bound
+        super().__init__(f"this rank's parent, the torchrun agent pid {agent_pid}, is gone (the rank now belongs "
+                         f"to pid {new_parent}): ending this rank within the failure bound ({bound:g} s) instead "
+                         "of training on as an orphan")
+
+    def __reduce__(self):  # crosses process boundaries intact
+        return type(self), (self.agent_pid, self.new_parent, self.bound)
 
 
 class QuantisationError(PyGDistError, ValueError):

@@ -9,6 +9,8 @@ start-up ends every other rank within it.
   seed-balance agreement, checkpoint barriers): gloo's timeout, reported as :class:`~pyg_dist.errors.
   PeerFailedError` by :func:`pyg_dist.train.entry.run_main`;
 * the shutdown's arrival barrier (a live peer that never arrives).
+* a rank's orphan watch (:mod:`pyg_dist.train.orphan`): a rank whose torchrun agent died ends within it
+  (it polls its parent every ``bound / 10`` s, at most 1 s, and tears down for at most ``min(5, bound / 4)`` s).
 
 A peer that dies outright is seen sooner (its connections reset: about a second). Start-up (rendezvous,
 opening partitions, filling caches) has its own, longer ``TrainConfig.timeout``. The bound must exceed

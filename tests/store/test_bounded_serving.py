@@ -14,7 +14,6 @@ from __future__ import annotations
 import gc
 import threading
 import time
-from dataclasses import dataclass
 
 import pytest
 import torch
@@ -24,12 +23,12 @@ from pyg_dist._types import HOMO_NODE
 from pyg_dist.datasets import synthetic_graph
 from pyg_dist.errors import InvalidArgumentError, PyGDistError, RemoteCallError, ServingLimitError
 from pyg_dist.format import load_original_ids
-from pyg_dist.partition import Partitioner
 from pyg_dist.store import LOOKUP_OP, LocalFeatureStore
 from pyg_dist.store import lookup as lookup_mod
 from pyg_dist.store.limits import REPLY_MAX_ENV, SERVE_BUDGET_ENV, ByteBudget
 from pyg_dist.store.lookup import FeatureQuery, LookupReply, LookupRequest
 from pyg_dist.testing import original_attrs, partitioned
+from tests.memprobe import PeakBudget, Probe, owner_and_asker, run_memory_world
 from tests.store.test_store import no_world, simulated_world  # noqa: F401 -- no_world: autouse fixture
 
 pytestmark = pytest.mark.timeout(240)
@@ -299,42 +298,7 @@ WORLD = dict(num_nodes=160_000, avg_degree=2, num_features=128, community_size=2
 #: bounded serving: ~49 MiB for one call of 100,000 repeats, ~200 MiB for four at once, 160 MiB for four
 #: whole partitions).
 BUDGET_MB, REPLY_MB, SLACK_MB = 4, 2, 20
-_PROBE_OP, _DONE = "test.bounded.probe", threading.Event()
-
-
-@dataclass
-class _Probe:
-    op: str
-    value: int = 0
-    budget_peak: int = 0
-
-
-class _PeakBudget(ByteBudget):
-    """The store's budget, remembering the most bytes it ever admitted at once."""
-    peak = 0
-
-    def acquire(self, nbytes, limit, timeout, what="a lookup reply"):
-        hold = super().acquire(nbytes, limit, timeout, what)
-        _PeakBudget.peak = max(_PeakBudget.peak, self.in_use)
-        return hold
-
-
-def _vm_hwm() -> int:
-    with open("/proc/self/status") as fh:
-        return next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:")) << 10
-
-
-def _probe(msg: _Probe) -> _Probe:
-    """On the owner: ``reset`` restarts the peak RSS (VmHWM := VmRSS), ``peak`` reads it and the budget's peak."""
-    if msg.op == "done":
-        _DONE.set()
-    elif msg.op == "reset":
-        try:
-            with open("/proc/self/clear_refs", "w") as fh:
-                fh.write("5")
-        except OSError:
-            return _Probe("unsupported", -1)
-    return _Probe(msg.op, _vm_hwm(), _PeakBudget.peak)
+_PROBE_OP = "test.bounded.probe"
 
 
 def _memory_world(rank, world_size, root):
@@ -345,16 +309,9 @@ def _memory_world(rank, world_size, root):
     ctx = DistContext.from_env(num_partitions=world_size)
     _, fs = load_stores(root, ctx=ctx)
     fs.serve(replace=True)
-    fs._budget = _PeakBudget()
-    rpc.register_callee(_PROBE_OP, _probe, replace=True)
+    fs._budget = PeakBudget()
     float(fs.get_tensor(None, "x").sum())  # page the owned features in before any measurement
-    with rpc.rpc_session(ctx, timeout=120, call_timeout=120):
-        if rank == 1:
-            return {"served": _DONE.wait(250)}
-        try:
-            return _ask_owner(fs, root)
-        finally:
-            rpc.call(1, _PROBE_OP, _Probe("done"))
+    return owner_and_asker(ctx, rank, _PROBE_OP, lambda: _ask_owner(fs, root), call_timeout=120, wait=250)
 
 
 def _ask_owner(fs, root) -> dict:
@@ -373,33 +330,27 @@ def _ask_owner(fs, root) -> dict:
         reply = rpc.call(1, LOOKUP_OP, LookupRequest(1, (FeatureQuery(HOMO_NODE, ("x",), hot),)))
         assert torch.equal(torch.cat(reply.values[0]["x"])[reply.index[0]], want_hot)
     together(own1[:2000], x[orig[own1[:2000]]], 2)  # warm-up: 1 MiB each
-    start = rpc.call(1, _PROBE_OP, _Probe("reset")).value
+    start = rpc.call(1, _PROBE_OP, Probe("reset")).value
     if start < 0:
         return {"growth": None}
     growth = {}
     for name, step in [("one", lambda: together(hot, want_hot, 1)), ("four", lambda: together(hot, want_hot)),
                        ("raw_repeats", raw_repeats), ("whole_partition_four", lambda: together(own1, x[orig[own1]]))]:
         step()
-        growth[name] = rpc.call(1, _PROBE_OP, _Probe("peak")).value - start
+        growth[name] = rpc.call(1, _PROBE_OP, Probe("peak")).value - start
     try:  # a request over the owner's reply cap: refused, typed, naming the peer, the size and the setting
         rpc.call(1, LOOKUP_OP, LookupRequest(1, (FeatureQuery(HOMO_NODE, ("x",), own1),)))
         refused = None
     except RemoteCallError as exc:
         refused = (exc.partition, "PYG_DIST_REPLY_MAX_MB" in exc.remote_traceback,
                    f"{own1.numel()} rows" in exc.remote_traceback)
-    peak = rpc.call(1, _PROBE_OP, _Probe("peak")).budget_peak
+    peak = rpc.call(1, _PROBE_OP, Probe("peak")).budget_peak
     return {"growth": growth, "refused": refused, "partition_bytes": own1.numel() * 512, "budget_peak": peak}
 
 
 @pytest.mark.timeout(300)
 def test_owner_memory_stays_within_the_budget(tmp_path):
-    from pyg_dist.testing import spawn_world
-    Partitioner(synthetic_graph(**WORLD), 2, method="random").save(tmp_path / "g", progress=False)
-    env = {SERVE_BUDGET_ENV: str(BUDGET_MB), REPLY_MAX_ENV: str(REPLY_MB), "PYG_DIST_FAILURE_TIMEOUT": "120"}
-    asker, owner = spawn_world(2, _memory_world, str(tmp_path / "g"), timeout=280, env=env)
-    assert owner == {"served": True}
-    if asker["growth"] is None:
-        pytest.skip("this kernel cannot restart the peak RSS (/proc/self/clear_refs)")
+    asker = run_memory_world(tmp_path, WORLD, _memory_world, BUDGET_MB, REPLY_MB, failure_s=120, timeout=280)
     assert asker["refused"] == (1, True, True)
     assert 0 < asker["budget_peak"] <= BUDGET_MB << 20  # every reply piece (<= 2 MiB) waited for room
     assert 4 * asker["partition_bytes"] > 2 * (BUDGET_MB + SLACK_MB) << 20  # what was asked at once: 160 MiB

@@ -172,9 +172,14 @@ def test_errors_are_typed(data, tmp_path):
         other.load_state_dict(loader.state_dict())
     ckpt = Checkpointer(tmp_path, model=torch.nn.Linear(2, 2), every_steps=1)
     ckpt.step()
-    state = torch.load(tmp_path / "step_000000001" / "rank_0.pt", weights_only=True)
-    state["world_size"] = 4
-    torch.save(state, tmp_path / "step_000000001" / "rank_0.pt")
+    marker = torch.load(tmp_path / "step_000000001" / "rank_0.done", weights_only=True)
+    torch.save(dict(marker, world_size=4), tmp_path / "step_000000001" / "rank_0.done")
+    with pytest.raises(CheckpointError, match="step_000000001 was written by 4 ranks but this run has 1: start the "
+                       "job with 4 ranks to resume from it, or point the run at a new checkpoint directory"):
+        Checkpointer(tmp_path, model=torch.nn.Linear(2, 2)).resume()
+    state = torch.load(tmp_path / "step_000000001" / "rank_0.pt", weights_only=True)   # an older checkpoint: its
+    torch.save(dict(state, world_size=4), tmp_path / "step_000000001" / "rank_0.pt")    # marker has no world size
+    torch.save({"step": 1}, tmp_path / "step_000000001" / "rank_0.done")
     with pytest.raises(CheckpointError, match="written by 4 ranks, resumed by 1"):
         Checkpointer(tmp_path, model=torch.nn.Linear(2, 2)).resume()
 

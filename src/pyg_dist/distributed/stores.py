@@ -51,7 +51,7 @@ class PyGStore(InMemory):
     @classmethod
     def from_partition(  # PyG's name, pid (``part`` kept as an alias)
             cls, root, pid: Optional[int] = None, *, part: Optional[int] = None, ctx=None, mmap: bool = True,
-            verify: bool = False):
+            verify: Any = "once"):
         """Opens partition ``pid`` of the folder ``root`` (PyG's name; ``part`` is pyg_dist's alias, and with
         neither the partition of ``ctx``)."""
         pid = resolve_pid(f"{cls.__name__}.from_partition", pid, part)

@@ -7,6 +7,8 @@
   folders PyG's ``Partitioner`` wrote), the only place that translates global ids.
 - :mod:`.reader` (+ :mod:`.pyg_compat`): one partition loaded as typed dicts (:func:`load_partition`).
 - :mod:`.cache_file`: the cache files and the degree ranking shared by the partitioner and the runtime.
+- :mod:`.digests` / :mod:`.verified`: file digests and the folder id; the content check at open (default: whole
+  files once per machine, remembered).
 
 Runtime code (stores, sampler, loaders, trainers) imports this package, never :mod:`pyg_dist.partition`.
 

@@ -10,7 +10,10 @@ another.
 Each entry also has a ``"sample"`` digest: the crc32 of :data:`SAMPLES` blocks of 4 KiB spread evenly over the
 file. At open every listed file's size and sample are compared with META.json (a ``stat`` and 64 KiB read per
 file, ~0.1 ms each), which catches a same-size file from another run (other rows, other ids) without reading
-it all; ``verify=True`` also re-hashes a partition's files and the shared ones whole. Folders without
+it all. The default ``verify="once"`` also re-hashes the files a rank opens, once per machine
+(:mod:`pyg_dist.format.verified`); ``verify=True`` re-hashes a partition's files and the shared ones whole,
+every time. Every listed name must stay inside the folder (:func:`name_problem`) and be a regular file
+(:func:`pyg_dist.format.meta.regular_size`, one ``os.stat`` before any open). Folders without
 ``"files"`` (older, or PyG's) skip all three; entries without ``"sample"`` skip that one.
 
 Example:
@@ -23,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import posixpath
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -103,7 +107,28 @@ def listed(meta: M.PartitionMeta) -> FileList:
     if not ok:
         raise PartitionFormatError(M.meta_path(meta.root), "'files' must map each path to {\"bytes\": int, "
                                    "\"digest\": str}")
+    for rel in files:
+        why = name_problem(rel)
+        if why is not None:
+            raise PartitionFormatError(M.meta_path(meta.root), f"'files' entry {rel!r}: {why}")
     return files
+
+
+def name_problem(rel: str) -> Optional[str]:
+    """Why ``rel`` (a name META.json lists) is not a file inside the folder: it must be relative, normalised
+    POSIX (no ``.``, ``..``, empty or backslash parts) and not start with ``/`` (``None`` when it is)."""
+    if not isinstance(rel, str) or not rel:
+        return "a name must be a non-empty string"
+    if rel.startswith("/") or os.path.isabs(rel):
+        return "is absolute; names are relative to the folder"
+    if "\\" in rel or "\0" in rel:
+        return "holds a backslash or NUL; names are POSIX paths"
+    parts = rel.split("/")
+    if ".." in parts:
+        return "leaves the folder ('..'); names stay inside it"
+    if posixpath.normpath(rel) != rel or "." in parts or "" in parts:
+        return f"is not normalised (as {posixpath.normpath(rel)!r}); names are written normalised"
+    return None
 
 
 def part_files(meta: M.PartitionMeta, part: int) -> List[str]:
@@ -129,11 +154,12 @@ def file_problems(meta: M.PartitionMeta, rels: Iterable[str], digests: bool,
     todo = []
     for rel in rels:
         path, want = Path(meta.root) / rel, files[rel]
+        if missing_ok and not os.path.lexists(path):
+            continue
         try:
-            size = path.stat().st_size
-        except OSError:
-            if not missing_ok:
-                out.append((path, "file is missing (incomplete copy of the partition folder?)"))
+            size = M.regular_size(path, "file is missing (incomplete copy of the partition folder?)")
+        except PartitionFormatError as e:
+            out.append((path, e.problem))
             continue
         if size != want["bytes"]:
             out.append((path, _size_problem(path, want["bytes"], size)))
@@ -186,8 +212,11 @@ def stamp_problem(meta: M.PartitionMeta, part: int) -> Optional[str]:
         return None
     path = M.part_stamp_path(meta.root, part)
     try:
+        M.regular_size(path)
         stamp = json.loads(path.read_text())
         fp, idx = stamp["fingerprint"], stamp["part"]
+    except PartitionFormatError as e:
+        return f"{path.name}: {e.problem}"
     except (OSError, ValueError, KeyError, TypeError) as e:
         return f"{path.name}: missing or unreadable ({type(e).__name__})"
     if fp != meta.extra["fingerprint"] or idx != part:
@@ -208,7 +237,8 @@ def folder_problems(meta: M.PartitionMeta) -> Iterator[Tuple[str, List[str], int
     for p, (label, rels) in enumerate(groups.items()):
         if not files and p < meta.num_parts:
             rels = [M.graph_path("", p).as_posix(), M.node_feats_path("", p).as_posix()]
-            found = [f"{r}: file is missing" for r in rels if not (Path(meta.root) / r).is_file()]
+            found = [f"{r}: file is missing or not a regular file" for r in rels
+                     if not (Path(meta.root) / r).is_file()]
         else:
             found = [f"{Path(path).relative_to(meta.root).as_posix()}: {msg}"
                      for path, msg in file_problems(meta, rels, digests=True)]

@@ -10,6 +10,8 @@ lists every file's size and content digest (``"files"``) and the folder id deriv
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List
@@ -91,6 +93,22 @@ def original_edge_ids_path(root, etype: EdgeType) -> Path:
 def full_node_time_path(root, ntype: NodeType) -> Path:
     """The time of every node of ``ntype`` (all partitions), indexed by partitioned id."""
     return Path(root) / "pyg_dist" / "node_time" / f"{ntype}.pt"
+
+
+def regular_size(path, missing: str = "file is missing") -> int:
+    """Byte size of ``path`` after one ``os.stat`` (symlinks followed), before anything opens it: a FIFO, a
+    device or a socket would block a read or never end, so it is a :class:`PartitionFormatError` naming it, as
+    is a missing file (``missing``: the problem then)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        raise PartitionFormatError(path, missing) from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+                stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}.get(stat.S_IFMT(st.st_mode), "not a file")
+        raise PartitionFormatError(path, f"is {kind}, not a regular file: a partition folder holds only regular "
+                                   "files (nothing was opened)")
+    return st.st_size
 
 
 # ------------------------------------------------------------------------------------------- the meta
@@ -195,8 +213,7 @@ def read_meta(root) -> PartitionMeta:
         (2, tensor([   0, 1354, 2708]))
     """
     path = meta_path(root)
-    if not path.is_file():
-        raise PartitionFormatError(path, "file is missing (not a partition folder, or still being written)")
+    regular_size(path, "file is missing (not a partition folder, or still being written)")
     try:
         with open(path) as f:
             raw = json.load(f)
@@ -277,8 +294,7 @@ def _map_len(path: Path) -> int:
 
 def load_tensor(path: Path, mmap: bool = False) -> Any:
     """``torch.load(weights_only=True)`` with a :class:`PartitionFormatError` naming the file."""
-    if not Path(path).is_file():
-        raise PartitionFormatError(path, "file is missing")
+    regular_size(path)
     try:
         return torch.load(path, weights_only=True, mmap=mmap, map_location="cpu")
     except Exception as e:  # torch raises many types for corrupt files

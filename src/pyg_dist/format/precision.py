@@ -13,6 +13,12 @@ whatever the setting: labels (``y``, ``edge_label``), the sampling weight (``edg
 * META.json's ``pyg_dist`` section records the setting (``"feature_dtype"``) and the stored dtype of every
   node and edge attribute (``"attr_dtypes"``: :func:`attr_dtypes`); opening a partition checks its files
   agree (:func:`check_stored`). Folders written before carry neither key and open as they always did.
+* META.json also records the finite ``[min, max]`` of every floating attribute as stored (``"attr_ranges"``:
+  :func:`attr_ranges`). A loader's ``feature_dtype`` that cannot hold a feature's range (e.g. ``float16`` for
+  bfloat16 values up to 1e5) is an :class:`InvalidArgumentError` naming ``feature_dtype``, the attribute and
+  the range, when the loader is built (:func:`check_batch_dtype`), never ``inf`` rows in batches. Folders
+  written before the record: a cast that narrows the range (to ``float16``) is checked against each rank's own
+  rows (one pass over them); a cast that does not (to ``float32`` / ``float64``) cannot overflow.
 * Stores, caches and RPC replies keep the stored dtype (half the bytes for 16-bit features); the distributed
   loaders cast each batch's features once, to their ``feature_dtype`` (:func:`batch_value`; default
   ``float32``, ``None`` keeps the stored dtype).
@@ -28,7 +34,7 @@ Example:
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 import numpy as np
 import torch
@@ -47,7 +53,8 @@ BATCH_DTYPES: Dict[str, torch.dtype] = dict(FEATURE_DTYPES, float64=torch.float6
 #: Floating attributes that are never cast: labels, the sampling weight and times.
 EXACT_ATTRS = frozenset({"y", "edge_label", WEIGHT, NODE_TIME, EDGE_TIME})
 #: META.json keys (in the ``pyg_dist`` section).
-META_SETTING, META_DTYPES = "feature_dtype", "attr_dtypes"
+META_SETTING, META_DTYPES, META_RANGES = "feature_dtype", "attr_dtypes", "attr_ranges"
+_RANGE_CHUNK = 1 << 22  # elements per step of :func:`finite_range`
 
 
 def parse_dtype(where: str, arg: str, value: Any, choices: Mapping[str, torch.dtype] = FEATURE_DTYPES
@@ -125,10 +132,83 @@ def attr_dtypes(node_attrs: Mapping[Any, Mapping[str, Any]], edge_attrs: Mapping
             "edge": {M.edge_type_str(e): names(a) for e, a in edge_attrs.items()}}
 
 
+def finite_range(value: Any, dtype: Optional[torch.dtype] = None) -> Optional[List[float]]:
+    """``[min, max]`` of the finite values of ``value`` (a tensor or array, read in chunks of rows), as stored
+    in ``dtype`` (default its own); ``None`` when it holds no finite value."""
+    n = len(value)  # rows read by slices: an out-of-core reader (NpyRows) never loads the whole array
+    row = max(1, int(np.prod(tuple(value.shape[1:])))) if hasattr(value, "shape") else 1
+    lo, hi = float("inf"), float("-inf")
+    for start in range(0, n, max(1, _RANGE_CHUNK // row)):
+        part = value[start:start + max(1, _RANGE_CHUNK // row)]
+        part = torch.as_tensor(part if isinstance(part, Tensor) else np.ascontiguousarray(part)).reshape(-1)
+        part = part[torch.isfinite(part)]
+        if part.numel():
+            a, b = torch.aminmax(part)
+            lo, hi = min(lo, float(a)), max(hi, float(b))
+    if lo > hi:
+        return None
+    if dtype is None:
+        return [lo, hi]
+    return torch.tensor([lo, hi], dtype=torch.float64).to(dtype).double().tolist()  # the stored extremes
+
+
+def attr_ranges(node_attrs, edge_attrs, feature_dtype: Optional[torch.dtype]) -> Dict[str, Dict[str, Dict]]:
+    """META.json's ``"attr_ranges"``: like :func:`attr_dtypes`, the stored ``[min, max]`` of the finite values
+    of every floating attribute (``None``: no finite value)."""
+    def ranges(attrs: Mapping[str, Any]) -> Dict[str, Optional[List[float]]]:
+        out = {}
+        for k, v in sorted(attrs.items()):
+            dtype = torch_dtype(v)
+            if dtype.is_floating_point:
+                out[k] = finite_range(v, stored_dtype(k, dtype, feature_dtype))
+        return out
+    return {"node": {t: ranges(a) for t, a in node_attrs.items()},
+            "edge": {M.edge_type_str(e): ranges(a) for e, a in edge_attrs.items()}}
+
+
 def meta_entries(node_attrs, edge_attrs, feature_dtype: Optional[torch.dtype]) -> Dict[str, Any]:
-    """The META.json keys of this module: the setting and :func:`attr_dtypes`."""
+    """The META.json keys of this module: the setting, :func:`attr_dtypes` and :func:`attr_ranges`."""
     return {META_SETTING: None if feature_dtype is None else dtype_name(feature_dtype),
-            META_DTYPES: attr_dtypes(node_attrs, edge_attrs, feature_dtype)}
+            META_DTYPES: attr_dtypes(node_attrs, edge_attrs, feature_dtype),
+            META_RANGES: attr_ranges(node_attrs, edge_attrs, feature_dtype)}
+
+
+def holds(rng: Optional[List[float]], dtype: torch.dtype) -> bool:
+    """Whether every finite value in ``rng`` (``[min, max]``) stays finite in ``dtype``."""
+    return rng is None or bool(torch.isfinite(torch.tensor(rng, dtype=torch.float64).to(dtype)).all())
+
+
+def check_batch_dtype(where: str, feature_dtype: Optional[torch.dtype], meta: M.PartitionMeta,
+                      local: Mapping[Any, Mapping[str, Tensor]]) -> None:
+    """Every feature of the folder fits ``feature_dtype`` (a loader's): by META.json's ``"attr_ranges"``;
+    for folders written before them, a cast that narrows the range (e.g. to ``float16``) is checked against
+    the rows of ``local`` (``{type label: {name: tensor}}``, this rank's partition: each rank checks its own).
+
+    Raises:
+        InvalidArgumentError: from ``where`` naming ``feature_dtype``, the attribute and its range.
+    """
+    if feature_dtype is None:
+        return
+    record = meta.extra.get(META_RANGES)
+    for label, feats in local.items():
+        kind = "edge" if isinstance(label, tuple) else "node"
+        key = M.edge_type_str(label) if kind == "edge" else label
+        known = record.get(kind, {}).get(key, {}) if isinstance(record, dict) else {}
+        for name, value in feats.items():
+            if not is_feature(name, value.dtype):
+                continue
+            if name in known:
+                rng, source = known[name], "META.json"
+            elif torch.finfo(feature_dtype).max < torch.finfo(value.dtype).max:
+                rng, source = finite_range(value), "this partition's rows (META.json records no range)"
+            else:
+                continue
+            if not holds(rng, feature_dtype):
+                raise InvalidArgumentError(where, "feature_dtype", dtype_name(feature_dtype),
+                                           f"a dtype that holds attribute {name!r} of {key!r}: its finite values "
+                                           f"span [{rng[0]:g}, {rng[1]:g}] ({source}), beyond "
+                                           f"{dtype_name(feature_dtype)}'s ±{torch.finfo(feature_dtype).max:g}; "
+                                           f"use float32 (or {dtype_name(value.dtype)}, the stored dtype)")
 
 
 def check_stored(pd: PartitionData) -> None:
@@ -161,4 +241,5 @@ def batch_value(name: str, value: Any, feature_dtype: Optional[torch.dtype]) -> 
 
 
 __all__ = ["FEATURE_DTYPES", "BATCH_DTYPES", "EXACT_ATTRS", "parse_dtype", "dtype_name", "is_feature",
-           "stored_dtype", "cast_features", "attr_dtypes", "meta_entries", "check_stored", "batch_value"]
+           "stored_dtype", "cast_features", "attr_dtypes", "attr_ranges", "finite_range", "meta_entries",
+           "check_stored", "check_batch_dtype", "holds", "batch_value"]

@@ -83,6 +83,8 @@ def begin(loader, where: str, data: Any, ctx: Optional[DistContext], seed: Optio
     loader._key_seed = _checks.check_seed(where, seed)
     loader.feature_dtype = batch_dtype(where, feature_dtype, data)
     fs, gs, ctx = resolve_data(where, data, ctx, kwargs.get("num_workers", 0))
+    from pyg_dist.format.precision import check_batch_dtype
+    check_batch_dtype(where, loader.feature_dtype, fs.partition_meta, fs.columns())  # no inf rows in batches
     loader.ctx, loader._key_rank = ctx, ctx.rank
     return fs, gs, ctx
 

@@ -7,6 +7,8 @@ each seed's sampled neighbour ids, edge ids and the seed's local index straight 
 Randomness: every seed draws from its own splitmix64 stream keyed by ``(key, global seed id, subgraph)``
 (the subgraph only when disjoint), so a seed's sample depends on ``key`` and the seed alone: never on
 the thread count, on the seed's position in the frontier, or on which partition samples it.
+The stream is a counter (draw ``j`` comes from state ``s0 + (j + 1) * golden``), so a sample with
+replacement can start at any draw (``skip``).
 
 Modes (ints, so one compiled kernel serves all): ``tmode`` 0 = no time, 1 = node time of the
 neighbour, 2 = edge time; ``last`` = temporal strategy 'last' (the ``k`` most recent allowed).
@@ -219,11 +221,13 @@ def _choose_among(cand, n, cnt, replace, last, has_w, weight, tmode, row, node_t
 @njit(cache=True, nogil=True, parallel=True)
 def sample_kernel(start, deg, row, has_eid, edge_id, eid_offset, col_offset, offsets, replace, last, has_w,
                   weight, tmode, node_time, edge_time, seed_time, key, seeds, id_offset, sub, out_nbr,
-                  out_eid, out_col):
+                  out_eid, out_col, skip):
     """Fills ``out_*[offsets[i]:offsets[i + 1]]`` with seed ``i``'s sample: neighbour ids, edge ids
     (``edge_id[p]``, or ``p + eid_offset`` without them), and the seed's local index ``col_offset + i``.
     Seed ``i``'s draws come from the stream of its global id ``seeds[i] + id_offset`` (and subgraph ``sub[i]``
-    when ``sub`` is not empty)."""
+    when ``sub`` is not empty), from its draw ``skip`` on: with replacement every sample is one draw and the
+    stream a counter, so draws ``skip, skip + 1, ...`` are the samples ``skip, skip + 1, ...`` of a whole
+    sample (a large one sampled in pieces of draws equals the whole)."""
     m = start.shape[0]
     for i in prange(m):
         if i + _AHEAD < m:
@@ -238,7 +242,7 @@ def sample_kernel(start, deg, row, has_eid, edge_id, eid_offset, col_offset, off
         if cnt == 0:
             continue
         c0 = start[i]
-        state = _stream(key, seeds[i] + id_offset, sub[i] if sub.shape[0] else -1)
+        state = _stream(key, seeds[i] + id_offset, sub[i] if sub.shape[0] else -1) + np.uint64(skip) * _GOLDEN
         if tmode == 0 and not has_w:
             state = _choose_uniform(deg[i], cnt, replace, state, out_eid, o)
             for j in range(cnt):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -15,7 +15,7 @@ from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_choice
 from pyg_dist.ops._torch_kernels import sample_torch
 from pyg_dist.ops.backend import numba_call, resolve_backend
 from pyg_dist.ops.csc import CSC, normalize_time
-from pyg_dist.ops.keys import key_generator, random_key
+from pyg_dist.ops.keys import key_generator, mix, random_key
 
 TEMPORAL_STRATEGIES = ("uniform", "last")
 _E64 = np.empty(0, np.int64)
@@ -147,6 +147,18 @@ class TensorBuffer:
         return tuple(torch.cat(p) if p else torch.empty(0, dtype=torch.int64) for p in self._parts)
 
 
+class _ReplyBuffer:
+    """What :func:`one_hop` samples into: ``nbr`` and ``edge`` on storages of their own (the reply holds
+    16 bytes per sample, not a view pinning :class:`EdgeBuffer`'s four rows), ``col`` scratch freed after;
+    each from ``alloc(n)`` (an int64 array of ``n``; default ``np.empty``)."""
+
+    def __init__(self, alloc: Optional[Callable[[int], np.ndarray]] = None):
+        self.alloc = alloc or (lambda n: np.empty(n, np.int64))
+
+    def take(self, total: int):
+        return self.alloc(total), self.alloc(total), self.alloc(total), None
+
+
 def make_edge_buffer(backend: str, capacity: int = 1024):
     """The output buffer :func:`sample_hop` fills for ``backend`` ('numba' or 'torch')."""
     return EdgeBuffer(capacity) if backend == "numba" else TensorBuffer(capacity)
@@ -172,9 +184,9 @@ def _kernel_times(csc: CSC, node_time: Optional[Tensor],
 
 def _numba_sample(csc: CSC, seeds: Tensor, seed_offset: int, k: int, replace: bool, last: bool,
                   node_time: Optional[Tensor], seed_time: Optional[Tensor], key: int, id_offset: int = 0,
-                  seed_batch: Optional[Tensor] = None, out: Optional[EdgeBuffer] = None):
+                  seed_batch: Optional[Tensor] = None, out=None, skip: int = 0):
     """Runs the two numba passes; returns numpy ``(nbr, edge, col, count, row_slot)`` (``row_slot``:
-    where the relabelled rows go, a view into ``out`` or a fresh array)."""
+    where the relabelled rows go, a view into ``out`` or a fresh array; ``None`` from a :class:`_ReplyBuffer`)."""
     tmode, nt, et, st = _kernel_times(csc, node_time, seed_time)
     has_w = csc.weight is not None
     w = csc.weight.numpy() if csc.weight is not None else _EF64
@@ -193,7 +205,7 @@ def _numba_sample(csc: CSC, seeds: Tensor, seed_offset: int, k: int, replace: bo
         sub = _E64 if seed_batch is None else seed_batch.numpy()
         kern.sample_kernel(start, deg, row, has_eid, eid, csc.edge_offset, seed_offset, offsets,
                            replace and not last, last, has_w, w, tmode, nt, et, st, key, s, id_offset, sub, nbr,
-                           edge, col)
+                           edge, col, int(skip))
     return nbr, edge, col, counts, row_slot
 
 
@@ -216,7 +228,8 @@ def one_hop(csc: CSC, seeds: Tensor, num_neighbors: int, *, replace: bool = Fals
             node_time: Optional[Tensor] = None, seed_time: Optional[Tensor] = None,
             temporal_strategy: str = "uniform", backend: str = "auto", key: Optional[int] = None,
             id_offset: int = 0, seed_batch: Optional[Tensor] = None,
-            generator: Optional[torch.Generator] = None) -> OneHop:
+            generator: Optional[torch.Generator] = None, skip: int = 0,
+            alloc: Optional[Callable[[int], np.ndarray]] = None) -> OneHop:
     """Samples up to ``num_neighbors`` in-neighbours of each seed (unfused: no relabelling).
 
     Args:
@@ -236,6 +249,12 @@ def one_hop(csc: CSC, seeds: Tensor, num_neighbors: int, *, replace: bool = Fals
         id_offset: Added to ``seeds`` to get global ids (a partition's CSC starts at its first id).
         seed_batch: The subgraph of each seed (disjoint sampling: repeats of a node draw apart).
         generator: Torch generator the default ``key`` is drawn from (default: torch's global one).
+        skip: With ``replace`` (and not ``'last'``): each seed's draws start at draw ``skip`` of its stream,
+            so with numba the samples are the samples ``skip, ..., skip + num_neighbors - 1`` of a sample of
+            more than ``num_neighbors`` (a large sample taken in pieces of draws equals it whole); the torch
+            backend mixes ``skip`` into its key instead (independent draws: the same distribution).
+        alloc: ``alloc(n)`` -> an int64 numpy array of ``n`` for each output of the numba kernels (e.g. an
+            owner's recycled reply buffers); default ``np.empty``.
 
     Returns:
         :class:`OneHop` grouped by seed, in seed order. Edges with zero ``csc.weight`` are never drawn.
@@ -249,13 +268,16 @@ def one_hop(csc: CSC, seeds: Tensor, num_neighbors: int, *, replace: bool = Fals
     _check("one_hop", csc, seeds, num_neighbors, temporal_strategy, node_time, seed_time)
     node_time, seed_time = normalize_time(node_time), normalize_time(seed_time)
     last = temporal_strategy == "last" and seed_time is not None
+    if not isinstance(skip, int) or isinstance(skip, bool) or skip < 0 or (skip and (not replace or last)):
+        raise InvalidArgumentError("one_hop", "skip", skip, "an int >= 0, and 0 unless sampling with replacement "
+                                   "(temporal strategy not 'last')")
     key = random_key(generator) if key is None else key
     if resolve_backend(backend, seeds.device, "one_hop") == "torch":
         nbr, edge, count = sample_torch(csc, seeds, num_neighbors, replace, last, node_time, seed_time,
-                                        key_generator(key, seeds.device))
+                                        key_generator(mix(key, skip) if skip else key, seeds.device))
         return OneHop(nbr, edge, count)
     nbr, edge, _, count, _ = _numba_sample(csc, seeds, 0, num_neighbors, replace, last, node_time, seed_time,
-                                           key, id_offset, seed_batch)
+                                           key, id_offset, seed_batch, _ReplyBuffer(alloc), skip)
     return OneHop(torch.from_numpy(nbr), torch.from_numpy(edge), torch.from_numpy(count))
 
 

@@ -9,9 +9,10 @@ do is make the death legible: :func:`install` sets a C++ terminate handler that 
 
     [rank 1] TransportAbortError: pyg_dist_trainer_1 (pid 123): torch RPC's transport (TensorPipe) aborted ...
 
-(the handler runs Python, so it waits for the GIL; every blocking torch call releases it). Survivors name
-the rank and this cause in their own typed line (:class:`~pyg_dist.rpc.calls.RpcFuture`,
-:func:`pyg_dist.train.entry.peer_failure`). Firewalling the listeners is the cure (README, "Security").
+(the handler runs Python, so it waits for the GIL; every blocking torch call releases it) and publishes that
+line in the world's store (:mod:`.verdict`). Survivors quote it in their own typed line
+(:class:`~pyg_dist.rpc.calls.RpcFuture`, :func:`pyg_dist.train.entry.peer_failure`); a peer that published
+nothing is never said to have aborted. Firewalling the listeners is the cure (README, "Security").
 """
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ import ctypes
 import ctypes.util
 import os
 from typing import Any, Optional
+
+from . import verdict
 
 #: ``std::set_terminate(void (*)())`` in libstdc++ (loaded by torch).
 _SET_TERMINATE = "_ZSt13set_terminatePFvvE"
@@ -51,8 +54,13 @@ def install(name: str) -> bool:
     line = _line(name)
     previous: Optional[int] = None
 
+    entered: list = []
+
     def on_terminate() -> None:
-        os.write(2, line)
+        if not entered:  # once: a C++ error inside the store call below would terminate again
+            entered.append(True)
+            os.write(2, line)
+            verdict.publish(line.decode())  # survivors quote it (and only then speak of a TensorPipe abort)
         os.abort()  # the exit status stays SIGABRT (torchrun reports it)
 
     handler = _HANDLER_TYPE(on_terminate)

@@ -16,7 +16,7 @@ from typing import Iterator, Optional
 
 from ..context import DistContext
 from ..errors import InvalidArgumentError, NotInitializedError, PyGDistError, check_positive_int, check_seconds
-from . import aio
+from . import aio, verdict
 from . import transport as _carrier
 from .state import LOCK, WorldState, live_state, set_state
 
@@ -115,6 +115,8 @@ def shutdown_rpc(graceful: bool = True, timeout: float = DEFAULT_SHUTDOWN_TIMEOU
         RpcTimeoutError: the transport's shutdown itself hung past its bound (process state is then unknown).
     """
     timeout = check_seconds("shutdown_rpc", "timeout", timeout)
+    if not graceful:  # leaving after a failure: peers see this member gone next, so its line goes first
+        verdict.publish_in_flight()
     with LOCK:
         state = live_state()
         if state is None:

@@ -15,7 +15,7 @@ import torch
 
 from ..context import AGENT_STORE_ENV, DistContext
 from ..errors import PEER_GONE, InvalidArgumentError, PyGDistError, RpcTimeoutError
-from . import callees, leave
+from . import callees, leave, verdict
 from .state import torch_rpc
 from .transport import Transport, check_port_free, run_bounded
 
@@ -56,6 +56,7 @@ class TensorPipeTransport(Transport):
 
     name = "tensorpipe"
     peer_gone = PEER_GONE
+    said_wait = verdict.SAID_WAIT  # an abort publishes its line as the process dies (abort.install)
 
     def start(self, ctx: DistContext, name: str, timeout: float, call_timeout: float, num_threads: int) -> None:
         """See :meth:`pyg_dist.rpc.transport.Transport.start`."""
@@ -93,6 +94,7 @@ class TensorPipeTransport(Transport):
                                            f"a free TCP port ({what} failed: {text.splitlines()[0]})") from exc
             raise PyGDistError(f"{what} failed: {text}") from exc
         self.ctx, self.name_ = ctx, name
+        verdict.world_store()  # opened now: an abort then only writes its line there (abort.install)
 
     def call(self, rank: int, op: str, payload: Any, partitioning: Optional[str],
              timeout: float) -> torch.futures.Future:

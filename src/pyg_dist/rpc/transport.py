@@ -95,6 +95,9 @@ class Transport:
     name = "transport"
     #: Why a peer's connection breaks, as survivors say it (:class:`~pyg_dist.rpc.RpcFuture` quotes it).
     peer_gone = PEER_LOST
+    #: Seconds a survivor waits for a broken peer's failure line (:mod:`.verdict`): only a transport whose abort
+    #: kills its process publishes while the connections break; every other failure publishes before them.
+    said_wait = 0.0
 
     def start(self, ctx: DistContext, name: str, timeout: float, call_timeout: float, num_threads: int) -> None:
         """Joins the world (rendezvous within ``timeout``); serves the callee table from then on."""

@@ -59,7 +59,9 @@ def serve_partition(graph_store, feature_store) -> None:
     rpc.set_partitioning(folder_id(feature_store.partition_meta))  # requests from another one are refused
     if graph_store is not None:
         graph = SamplingGraph.from_store(_check_graph_store(graph_store))
-        rpc.register_callee(ONE_HOP_OP, functools.partial(serve_one_hop, graph), replace=True)
+        # one-hop replies share the store's serving budget with its lookups ($PYG_DIST_SERVE_BUDGET_MB per process)
+        rpc.register_callee(ONE_HOP_OP, functools.partial(serve_one_hop, graph, budget=feature_store._budget,
+                                                          pool=feature_store._reply_pool), replace=True)
     feature_store.serve(replace=True)
 
 

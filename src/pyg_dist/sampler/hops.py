@@ -8,7 +8,9 @@ the same hop. Homogeneous and heterogeneous graphs run the same loop (one node a
 One hop (:func:`_run_hop`): plan (pure, :mod:`.plan`); when every destination is sampled here (an
 in-memory graph, a hybrid folder, a frontier inside the owned range) the fused kernel samples and
 relabels straight into the batch's edge buffers; otherwise one request per remote partition is issued
-first, the local share sampled meanwhile, the replies awaited and merged in frontier order. The loop is
+first (split into pieces whose replies fit ``$PYG_DIST_REPLY_MAX_MB``: :func:`~.plan.split_request`), the
+local share sampled meanwhile, the replies awaited, merged back (:mod:`.remote_hop`) and put in frontier
+order. The owner bounds what it serves (:func:`serve_one_hop`, :mod:`.bounds`). The loop is
 a coroutine: a one-machine sampler drives it to completion without an event loop (nothing awaits),
 a distributed one awaits its RPCs on pyg_dist's loop.
 
@@ -26,14 +28,18 @@ import torch
 from torch import Tensor
 
 from pyg_dist._types import EdgeType, NodeType
-from pyg_dist.errors import PyGDistError, RemoteCallError
+from pyg_dist.errors import PyGDistError
 from pyg_dist.ops import OneHop, make_edge_buffer, make_relabeler, one_hop, sample_hop
 from pyg_dist.ops.keys import mix
+from pyg_dist.sampler.bounds import as_sent, check_task, owner_bound, pooled
 from pyg_dist.sampler.graph import SamplingGraph
-from pyg_dist.sampler.messages import ONE_HOP_OP, HopTask, OneHopReply, OneHopRequest, tensor_bytes
+from pyg_dist.sampler.messages import HopTask, OneHopReply, OneHopRequest
 from pyg_dist.sampler.output import TypedSample
 from pyg_dist.sampler.plan import HopPlan, plan_hop
-from pyg_dist.store.routing import check_answers, segment_pieces
+from pyg_dist.sampler.remote_hop import Issued, check_reply, collect, issue, merge_replies
+from pyg_dist.store.buffers import BufferPool
+from pyg_dist.store.limits import ByteBudget, reply_max_bytes, serve_budget_bytes, wait_bound
+from pyg_dist.store.routing import segment_pieces
 
 if TYPE_CHECKING:
     from pyg_dist.ops._torch_kernels import TorchRelabeler
@@ -62,30 +68,62 @@ class HopOptions:
 
 # --------------------------------------------------------------------------------- one task, here
 def sample_task(graph: SamplingGraph, task: HopTask, req: OneHopRequest, rows: Tensor, seed_time: Optional[Tensor],
-                batch: Optional[Tensor], backend: str = "auto") -> OneHop:
-    """Samples CSC ``rows`` (seeds held here) of one task with the unfused kernel."""
+                batch: Optional[Tensor], backend: str = "auto", alloc=None) -> OneHop:
+    """Samples CSC ``rows`` (seeds held here) of one task with the unfused kernel (from draw ``task.skip``)."""
     et = task.edge_type
     temporal = seed_time is not None and graph.is_temporal_type(et, req.time_level)
     node_time = graph.node_time.get(et[0]) if temporal and req.time_level == "node" else None
     return one_hop(graph.sampling_csc(et, req.weighted, req.time_level), rows, task.num_neighbors,
                    replace=req.replace, node_time=node_time, seed_time=seed_time if temporal else None,
                    temporal_strategy=req.temporal_strategy, backend=backend, key=task.key,
-                   id_offset=graph.dst_range[et][0], seed_batch=batch)
+                   id_offset=graph.dst_range[et][0], seed_batch=batch, skip=task.skip, alloc=alloc)
 
 
-def serve_one_hop(graph: SamplingGraph, req: OneHopRequest) -> OneHopReply:
-    """Answers a peer's :class:`OneHopRequest` (runs on an RPC thread of the serving process)."""
+def serve_one_hop(graph: SamplingGraph, req: OneHopRequest, budget: Optional[ByteBudget] = None,
+                  pool: Optional[BufferPool] = None) -> OneHopReply:
+    """Answers a peer's :class:`OneHopRequest` (runs on an RPC thread of the serving process), bounded like
+    a lookup (:mod:`pyg_dist.store.limits`): the reply's size is bounded before sampling
+    (:func:`~.bounds.owner_bound`); over ``$PYG_DIST_REPLY_MAX_MB`` the request is refused unless it is one
+    seed's sample without replacement or a single draw; the bound waits for room under
+    ``$PYG_DIST_SERVE_BUDGET_MB`` in ``budget`` (the serving store's, shared with lookups) and counts until
+    the RPC layer has sent the reply. With a budget the reply is returned as the wire sends it
+    (:func:`~.bounds.as_sent`: ids as int32 where they fit), so the budget follows the tensors sent; ``pool``
+    (the store's reply buffers, shared with lookups) holds the samples and the narrowed ids, outside the C heap.
+
+    Raises:
+        PyGDistError: the request is misrouted or malformed (names this partition).
+        ServingLimitError: the reply could exceed the reply limit, or found no room under the budget
+            within the request's timeout (names the setting and the size).
+    """
     if req.partition != graph.partition:
         raise PyGDistError(f"one-hop request for partition {req.partition} reached partition {graph.partition} "
                            "(is every process serving the partition its context names?)")
-    results = []
+    rows = []
     for task in req.tasks:
+        check_task(graph.partition, req, task)
         if not graph.holds(task.edge_type, task.seeds):
             raise PyGDistError(f"one-hop request names destinations of {task.edge_type!r} whose in-edges "
                                f"partition {graph.partition} does not hold (same folder everywhere?)")
-        rows = task.seeds - graph.dst_range[task.edge_type][0]
-        results.append(sample_task(graph, task, req, rows, task.seed_time, task.batch))
-    return OneHopReply(graph.partition, tuple(results))
+        rows.append(task.seeds - graph.dst_range[task.edge_type][0])
+    nbytes = owner_bound(graph, req, rows)
+    hold, limit = None, serve_budget_bytes()
+    if pool is not None:
+        pool.limit_bytes = limit + limit // 8  # as a lookup sets it
+    if budget is not None and nbytes:
+        hold = budget.acquire(nbytes, limit, wait_bound(req), f"partition {graph.partition}'s one-hop reply")
+    try:
+        alloc = pooled(pool)
+        reply = OneHopReply(graph.partition, tuple(sample_task(graph, t, req, r, t.seed_time, t.batch, alloc=alloc)
+                                                   for t, r in zip(req.tasks, rows)))
+        if hold is not None:
+            reply = as_sent(reply, pool)
+    except BaseException:
+        if hold is not None:
+            hold.release()
+        raise
+    if hold is not None:  # in flight until the RPC layer has sent (and dropped) every tensor of the reply
+        hold.release_when_freed([getattr(t, "t", t) for res in reply.results for t in (res.nbr, res.edge, res.count)])
+    return reply
 
 
 # ---------------------------------------------------------------------------------------- one hop
@@ -130,28 +168,22 @@ async def _gather(graph: SamplingGraph, opts: HopOptions, tasks: Sequence[HopTas
                   template: OneHopRequest, stats) -> List[List[Tuple[Tensor, OneHop]]]:
     """Executes a planned hop unfused: one request per remote partition first, the local and cached
     shares here meanwhile; per task, its answers paired with the seed positions they answer."""
-    futures = {}
+    issued: Dict[int, Issued] = {}
+    requests: Dict[int, OneHopRequest] = {}
     if plan.requests:  # a one-machine sampler never gets here with requests (nor imports the RPC layer)
-        from pyg_dist import rpc
-        futures = {p: rpc.call_async(p, ONE_HOP_OP, req, timeout=opts.timeout) for p, req in plan.requests.items()}
+        limit = reply_max_bytes()  # pieces whose replies fit the owners' cap (the same setting everywhere)
+        requests = {p: dataclasses.replace(req, timeout=opts.timeout) for p, req in plan.requests.items()}
+        issued = {p: issue(p, req, limit, opts.timeout) for p, req in requests.items()}
     local = [sample_task(graph, t, template, rows, _pick(t.seed_time, r.local_pos), _pick(t.batch, r.local_pos),
                          opts.backend) for t, r, rows in zip(tasks, plan.routes, plan.rows)]
     cached = [None if pos is None else _sample_cached(graph, t, template, pos, opts.backend)
               for t, pos in zip(tasks, plan.cached)]
-    replies = dict(zip(futures, await asyncio.gather(*futures.values()))) if futures else {}
-    if stats is not None:
-        stats.record_hop(plan, *_wire_bytes(plan, futures, replies))
-    return _pieces(plan, local, replies, cached, graph.num_nodes)
-
-
-def _wire_bytes(plan: HopPlan, futures: Dict, replies: Dict) -> Tuple[int, int]:
-    """Bytes of a hop's requests and replies as they crossed (ids as int32 where they fit:
-    :mod:`pyg_dist.rpc.wire`)."""
-    if not futures:
-        return 0, 0
-    from pyg_dist.rpc import wire
-    return (sum(wire.nbytes(r) for r in plan.requests.values()),
-            sum(getattr(f, "reply_bytes", 0) or tensor_bytes(replies[p]) for p, f in futures.items()))
+    got = await asyncio.gather(*(collect(p, requests[p], pieces, graph.num_nodes, opts.timeout)
+                                 for p, pieces in issued.items())) if issued else []
+    replies = {p: reply for p, (reply, _, _) in zip(issued, got)}
+    if stats is not None:  # bytes of the requests and replies as they crossed (ids as int32 where they fit)
+        stats.record_hop(plan, sum(g[1] for g in got), sum(g[2] for g in got))
+    return _pieces(plan, local, replies, cached)
 
 
 async def gather_hop(graph: SamplingGraph, opts: HopOptions, tasks: Sequence[HopTask], template: OneHopRequest,
@@ -182,37 +214,13 @@ def _sample_cached(graph: SamplingGraph, task: HopTask, req: OneHopRequest, pos:
                    replace=req.replace, backend=backend, key=task.key, seed_batch=_pick(task.batch, pos))
 
 
-def check_reply(p: int, et, res: OneHop, num_seeds: int, num_nodes: Dict[NodeType, int]) -> None:
-    """A peer's one-hop answer before any kernel indexes with it: int64 vectors, one count per seed sent,
-    counts summing to the neighbours, neighbour ids within the source type, edge ids not negative; else a
-    :class:`RemoteCallError` naming the partition."""
-    n = num_nodes[et[0]]
-    problem = None
-    parts = (res.nbr, res.edge, res.count)
-    if not all(isinstance(t, Tensor) and t.dtype == torch.int64 and t.dim() == 1 for t in parts):
-        problem = "tensors that are not 1-D int64"
-    elif res.count.numel() != num_seeds or res.nbr.numel() != res.edge.numel():
-        problem = (f"{res.count.numel()} counts for {num_seeds} seeds, {res.nbr.numel()} neighbours, "
-                   f"{res.edge.numel()} edges")
-    elif res.count.numel() and (int(res.count.min()) < 0 or int(res.count.sum()) != res.nbr.numel()):
-        problem = f"counts that do not sum to its {res.nbr.numel()} neighbours"
-    elif res.nbr.numel():
-        lo, hi = torch.aminmax(res.nbr)
-        if int(lo) < 0 or int(hi) >= n or int(res.edge.min()) < 0:
-            problem = f"neighbour ids in [{int(lo)}, {int(hi)}] outside [0, {n}) of {et[0]!r}, or negative edge ids"
-    if problem is not None:
-        raise RemoteCallError(ONE_HOP_OP, p, None, f"its reply for edge type {et} holds {problem}; refused before "
-                              "any kernel used it (do all processes read the same partition folder?)")
-
-
 def _pieces(plan: HopPlan, local: Sequence[OneHop], replies: Dict[int, OneHopReply],
-            cached: Sequence[Optional[OneHop]], num_nodes: Dict[NodeType, int]) -> List[List[Tuple[Tensor, OneHop]]]:
-    """Per task, its answers paired with the seed positions they answer (local share, replies, cache)."""
+            cached: Sequence[Optional[OneHop]]) -> List[List[Tuple[Tensor, OneHop]]]:
+    """Per task, its answers paired with the seed positions they answer (local share, checked replies
+    (:func:`~.remote_hop.merge_replies`), cache)."""
     per_task: List[Dict[int, OneHop]] = [{} for _ in local]
     for p, reply in replies.items():
-        check_answers(p, "one-hop tasks", len(reply.results), len(plan.slots[p]))
-        for ti, sent, res in zip(plan.slots[p], plan.requests[p].tasks, reply.results):
-            check_reply(p, sent.edge_type, res, sent.seeds.numel(), num_nodes)
+        for ti, res in zip(plan.slots[p], reply.results):
             per_task[ti][p] = res
     routes = list(plan.routes)
     for ti, (pos, hop) in enumerate(zip(plan.cached, cached)):
@@ -310,4 +318,5 @@ def run_sync(coro):
     raise PyGDistError("a local sampling step awaited a remote call (use the distributed sampler)")
 
 
-__all__ = ["HopOptions", "sample_hops", "gather_hop", "sample_task", "serve_one_hop", "run_sync"]
+__all__ = ["HopOptions", "sample_hops", "gather_hop", "sample_task", "serve_one_hop", "run_sync", "check_reply",
+           "merge_replies"]

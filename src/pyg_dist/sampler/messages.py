@@ -7,6 +7,7 @@ the sampler does not fetch features), always last: PyG's ``filter_fn`` code that
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Dict, NamedTuple, Optional, Tuple
 
@@ -18,6 +19,9 @@ from pyg_dist.ops import OneHop
 #: Name of the callee that samples one hop for a remote partition
 #: (see :func:`~pyg_dist.sampler.dist_neighbor.serve_partition`).
 ONE_HOP_OP = "pyg_dist.one_hop"
+#: Bytes a one-hop reply holds per sampled edge (neighbour id and edge id, int64) and per seed (its count):
+#: what ``$PYG_DIST_REPLY_MAX_MB`` and ``$PYG_DIST_SERVE_BUDGET_MB`` count for one-hop replies.
+SAMPLE_BYTES, SEED_BYTES = 16, 8
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,8 @@ class HopTask:
             draws seed ``v``'s neighbours from the same stream, wherever ``v`` is sampled.
         seed_time: One timestamp per seed (temporal sampling), or ``None``.
         batch: The subgraph of each seed (disjoint sampling), or ``None``.
+        skip: Draws of each seed's stream to skip (``replace`` only): this task asks for the samples
+            ``skip, ..., skip + num_neighbors - 1`` of a larger sample (a piece of a split request).
     """
     edge_type: EdgeType
     seeds: Tensor
@@ -39,6 +45,7 @@ class HopTask:
     key: int = 0
     seed_time: Optional[Tensor] = None
     batch: Optional[Tensor] = None
+    skip: int = 0
 
     def subset(self, pos: Tensor) -> "HopTask":
         """The task restricted to positions ``pos`` of its seeds."""
@@ -46,7 +53,20 @@ class HopTask:
             return None if t is None else t.index_select(0, pos)
 
         return HopTask(self.edge_type, self.seeds.index_select(0, pos), self.num_neighbors, self.key,
-                       pick(self.seed_time), pick(self.batch))
+                       pick(self.seed_time), pick(self.batch), self.skip)
+
+    def span(self, start: int, end: int) -> "HopTask":
+        """The task restricted to its seeds ``[start, end)`` (views, no copy)."""
+        def cut(t: Optional[Tensor]) -> Optional[Tensor]:
+            return None if t is None else t[start:end]
+
+        return dataclasses.replace(self, seeds=self.seeds[start:end], seed_time=cut(self.seed_time),
+                                   batch=cut(self.batch))
+
+    def draws_split(self, replace: bool, temporal_strategy: str) -> bool:
+        """Whether this task's samples may be asked in pieces of draws (with replacement, strategy not
+        ``'last'`` for temporal tasks, a fanout > 0): then every sample is one draw of the seed's stream."""
+        return replace and self.num_neighbors > 0 and not (temporal_strategy == "last" and self.seed_time is not None)
 
 
 @dataclass(frozen=True)
@@ -60,6 +80,8 @@ class OneHopRequest:
         temporal_strategy: ``'uniform'`` or ``'last'``.
         time_level: ``'node'`` (node time of the source type), ``'edge'`` (edge time) or ``None``.
         weighted: Use the edge weights of the folder (``edge_weight``).
+        timeout: The caller's call timeout: the most seconds the reply may wait for room under the owner's
+            ``$PYG_DIST_SERVE_BUDGET_MB`` (``None``: the owner's call timeout).
     """
     partition: int
     tasks: Tuple[HopTask, ...]
@@ -67,6 +89,7 @@ class OneHopRequest:
     temporal_strategy: str = "uniform"
     time_level: Optional[str] = None
     weighted: bool = False
+    timeout: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -144,5 +167,5 @@ def tensor_bytes(obj) -> int:
     return 0
 
 
-__all__ = ["ONE_HOP_OP", "HopTask", "OneHopRequest", "OneHopReply", "FeatureBatch", "DistNodeMetadata",
-           "DistLinkMetadata", "DistTripletMetadata", "tensor_bytes"]
+__all__ = ["ONE_HOP_OP", "SAMPLE_BYTES", "SEED_BYTES", "HopTask", "OneHopRequest", "OneHopReply", "FeatureBatch",
+           "DistNodeMetadata", "DistLinkMetadata", "DistTripletMetadata", "tensor_bytes"]

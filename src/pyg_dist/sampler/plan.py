@@ -5,7 +5,8 @@ A partition samples a destination locally when it holds all of its in-edges: the
 node in hybrid folders and in-memory graphs (which never route anything away), the owned ids (book
 lookup) in folders written by PyG. The split itself is :func:`pyg_dist.store.routing.route_ids`;
 replies come back grouped by seed and :func:`pyg_dist.store.routing.segment_pieces` restores the
-frontier order, so the batch relabels exactly as a one-process sampler would.
+frontier order, so the batch relabels exactly as a one-process sampler would. A request whose reply could
+exceed ``$PYG_DIST_REPLY_MAX_MB`` goes out in pieces (:func:`split_request`) that merge back exactly.
 
 Example:
     >>> import torch
@@ -23,12 +24,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from torch import Tensor
 
 from pyg_dist.sampler.graph import SamplingGraph
-from pyg_dist.sampler.messages import HopTask, OneHopRequest
+from pyg_dist.sampler.messages import SAMPLE_BYTES, SEED_BYTES, HopTask, OneHopRequest
 from pyg_dist.store.routing import Route, divert_remote, group_by_partition, route_ids
 
 
@@ -62,6 +63,63 @@ class HopPlan:
     def all_local(self) -> bool:
         """Every seed is sampled from the partition's own CSC (the fused kernel can run)."""
         return not self.requests and not self.num_cached_seeds
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One request of a split (:func:`split_request`): ``origin[j]`` is, for ``request.tasks[j]``, the index
+    of the task it cuts in the whole request and the position there of its first seed."""
+    request: OneHopRequest
+    origin: Tuple[Tuple[int, int], ...]
+
+
+def reply_bound(task: HopTask) -> Optional[int]:
+    """The most bytes the reply to ``task`` may hold, as a requester knows it (``seeds x (fanout x``
+    :data:`~.messages.SAMPLE_BYTES` ``+`` :data:`~.messages.SEED_BYTES` ``)``), or ``None`` for fanout ``-1``
+    (only the owner knows the degrees)."""
+    k = task.num_neighbors
+    return None if k < 0 else task.seeds.numel() * (k * SAMPLE_BYTES + SEED_BYTES)
+
+
+def split_request(req: OneHopRequest, limit: int) -> List[Piece]:
+    """``req`` as requests whose replies hold at most ``limit`` bytes (``$PYG_DIST_REPLY_MAX_MB``), pure.
+
+    A request within the limit stays whole (one piece). Otherwise each task goes alone, in runs of seeds
+    that fit; a seed whose sample alone is over the limit goes alone, and with replacement in pieces of
+    draws (``skip``): a seed's draws come from its own counter stream, so the pieces' samples, put back in
+    order, are exactly the whole request's (numba kernels). A task of fanout ``-1`` is sent whole: the owner
+    bounds it by the degrees and refuses it when it is over the limit (``ServingLimitError``); the requester
+    then asks again in halves of its seeds (:mod:`.remote_hop`).
+
+    Example:
+        >>> import torch
+        >>> req = OneHopRequest(1, (HopTask(("_N", "_E", "_N"), torch.tensor([4]), 10),), replace=True)
+        >>> [(p.request.tasks[0].skip, p.request.tasks[0].num_neighbors) for p in split_request(req, 72)]
+        [(0, 4), (4, 4), (8, 2)]
+    """
+    bounds = [reply_bound(t) for t in req.tasks]
+    if all(b is not None for b in bounds) and sum(b for b in bounds if b is not None) <= limit:
+        return [Piece(req, tuple((i, 0) for i in range(len(req.tasks))))]
+    return [Piece(dataclasses.replace(req, tasks=(part,)), ((i, first),))
+            for i, task in enumerate(req.tasks) for part, first in _split_task(req, task, limit)]
+
+
+def _split_task(req: OneHopRequest, task: HopTask, limit: int) -> Iterator[Tuple[HopTask, int]]:
+    """``task`` in parts within ``limit`` (as :func:`split_request` says), each with its first seed's position."""
+    k, n = task.num_neighbors, task.seeds.numel()
+    per_seed = k * SAMPLE_BYTES + SEED_BYTES
+    if k < 0 or n * per_seed <= limit:
+        yield task, 0
+    elif per_seed <= limit or not task.draws_split(req.replace, req.temporal_strategy):
+        step = max(1, limit // per_seed)
+        for a in range(0, n, step):
+            yield task.span(a, a + step), a
+    else:
+        draws = max(1, (limit - SEED_BYTES) // SAMPLE_BYTES)
+        for a in range(n):
+            one = task.span(a, a + 1)
+            for first in range(0, k, draws):
+                yield dataclasses.replace(one, num_neighbors=min(draws, k - first), skip=task.skip + first), a
 
 
 def _route(graph: SamplingGraph, task: HopTask) -> Route:
@@ -105,4 +163,4 @@ def plan_hop(tasks: Sequence[HopTask], graph: SamplingGraph, template: OneHopReq
     return HopPlan(routes, [_csc_rows(graph, t, r) for t, r in zip(tasks, routes)], requests, slots, cached)
 
 
-__all__ = ["HopPlan", "plan_hop"]
+__all__ = ["HopPlan", "plan_hop", "Piece", "reply_bound", "split_request"]

@@ -99,6 +99,10 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
             self._load_folder_cache(path, mmap)
 
     # ------------------------------------------------------------------ description
+    def columns(self) -> Mapping[Group, Mapping[str, Tensor]]:
+        """This partition's own columns, ``{node type or edge type: {attribute: rows}}`` (not copies)."""
+        return self._cols
+
     def attr_names(self, group_name=None, is_node: Optional[bool] = None) -> List[str]:
         """The attributes stored for a group (``None`` = the homogeneous node type)."""
         return sorted(self._cols[self._group("attr_names", group_name, is_node)])

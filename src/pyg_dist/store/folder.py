@@ -2,10 +2,12 @@
 
 Every check here runs before any training starts and fails with a
 :class:`~pyg_dist.errors.PartitionFormatError` naming the file: META.json missing or corrupt, a
-partition count that differs from the world's, a missing partition file (of *any* partition, so
-every rank fails at once instead of waiting for the one whose file is gone), a file whose byte size differs
-from the one META.json lists (a file of another run, a truncated copy: one ``stat`` per file), with
-``verify=True`` a file of the partition (or a shared one) whose content digest differs, or tensors whose
+partition count that differs from the world's, a name in META.json that leaves the folder, a missing partition
+file (of *any* partition, so every rank fails at once instead of waiting for the one whose file is gone), a
+listed file that is not a regular file (a FIFO, a device: found by ``os.stat`` before anything opens it), a file
+whose byte size differs from the one META.json lists (a file of another run, a truncated copy: one ``stat`` per
+file), a file this rank opens whose content digest differs (default ``verify="once"``: checked once per machine,
+:mod:`pyg_dist.format.verified`; ``verify=True``: every time, shared files too), or tensors whose
 sizes or dtypes disagree with META (:func:`pyg_dist.format.precision.check_stored`).
 """
 from __future__ import annotations
@@ -20,6 +22,11 @@ from pyg_dist.format.data import PartitionData
 from pyg_dist.format.precision import check_stored
 from pyg_dist.format.reader import load_partition
 from pyg_dist.format.validate import check_values
+from pyg_dist.format.verified import check_once
+
+#: ``verify`` values: ``"once"`` (default: whole-file digests, remembered per machine), ``True`` (every time,
+#: shared files too), ``False`` (sizes and sampled blocks only).
+VERIFY = ("once", True, False)
 
 
 def owned_count(book, type_, part: int) -> int:
@@ -60,8 +67,7 @@ def check_files(meta: M.PartitionMeta) -> None:
         if meta.is_native:
             paths.append(M.edge_feats_path(meta.root, p))
         for path in paths:
-            if not path.is_file():
-                raise PartitionFormatError(path, "file is missing (incomplete copy of the partition folder?)")
+            M.regular_size(path, "file is missing (incomplete copy of the partition folder?)")
         if meta.is_native and meta.extra.get("fingerprint"):
             check_stamp(meta, p)
     D.check_file_sizes(meta)
@@ -79,6 +85,7 @@ def check_stamp(meta: M.PartitionMeta, part: int) -> None:
     """``part_<part>/pyg_dist.json`` names META's fingerprint and partition and META's counts."""
     import json
     path = M.part_stamp_path(meta.root, part)
+    M.regular_size(path, "missing partition stamp (incomplete copy of the partition folder?)")
     try:
         stamp = json.loads(path.read_text())
         fp, idx, nodes, edges = stamp["fingerprint"], stamp["part"], stamp["nodes"], stamp["graph_edges"]
@@ -134,17 +141,26 @@ def check_sizes(pd: PartitionData) -> None:
                                        f"{g.edge_id.numel()} edge ids")
 
 
-def open_partition(where: str, root, part: Optional[int], ctx, mmap: bool, verify: bool = False) -> PartitionData:
+def check_verify(where: str, verify: Any) -> None:
+    """``verify`` is one of :data:`VERIFY` (``True``, ``False``, ``"once"``)."""
+    if not any(verify is v or (isinstance(v, str) and verify == v) for v in VERIFY):
+        raise InvalidArgumentError(where, "verify", verify, f"one of {list(VERIFY)}")
+
+
+def open_partition(where: str, root, part: Optional[int], ctx, mmap: bool, verify: Any = "once") -> PartitionData:
     """Validates the folder against the world and loads partition ``part`` (see module doc); ``verify``
-    also re-hashes the partition's files and the shared ones against META.json's digests."""
-    for name, value in (("mmap", mmap), ("verify", verify)):
-        if not isinstance(value, bool):
-            raise InvalidArgumentError(where, name, value, "a bool")
+    (:data:`VERIFY`): ``"once"`` re-hashes the files this rank opens unless remembered unchanged
+    (:mod:`pyg_dist.format.verified`), ``True`` re-hashes them and the shared ones every time, ``False`` none."""
+    if not isinstance(mmap, bool):
+        raise InvalidArgumentError(where, "mmap", mmap, "a bool")
+    check_verify(where, verify)
     meta = M.read_meta(root)
     part = resolve_part(where, meta, part, ctx)
     check_files(meta)
-    if verify:
+    if verify is True:
         D.check_file_digests(meta, part)
+    elif verify == "once":
+        check_once(meta, part)
     pd = load_partition(root, part, mmap=mmap)
     check_sizes(pd)
     check_stored(pd)  # features in the dtype META records (bfloat16 / float16 folders)
@@ -170,7 +186,7 @@ class PartitionStoreMixin:
         self.partition, self._mmap = data.part, mmap
 
     @classmethod
-    def from_partition(cls, root, part: Optional[int] = None, *, ctx=None, mmap: bool = True, verify: bool = False):
+    def from_partition(cls, root, part: Optional[int] = None, *, ctx=None, mmap: bool = True, verify: Any = "once"):
         """Opens partition ``part`` of the folder ``root`` (see :func:`pyg_dist.store.load_stores`)."""
         store: Callable[..., Any] = cls  # a concrete store: its constructor takes (data, mmap)
         return store(open_partition(f"{cls.__name__}.from_partition", root, part, ctx, mmap, verify), mmap=mmap)

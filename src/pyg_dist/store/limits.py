@@ -1,11 +1,15 @@
 """What an owner process serves at most: the serving settings and the byte budget of replies in flight.
 
-Two settings bound a partition's owner, whatever its peers ask (see ``docs/reference/settings.md``):
+Two settings bound a partition's owner, whatever its peers ask (see ``docs/reference/settings.md``). They
+cover feature-lookup replies (:mod:`pyg_dist.store.serving`) and one-hop sampling replies
+(:func:`pyg_dist.sampler.hops.serve_one_hop`: 16 bytes per sampled edge and 8 per seed, bounded before
+sampling by seeds x fanout, and by the degrees without replacement), under one budget per process:
 
-* ``$PYG_DIST_REPLY_MAX_MB`` (default 256): the most bytes ONE lookup reply may hold. A requester splits
+* ``$PYG_DIST_REPLY_MAX_MB`` (default 256): the most bytes ONE reply may hold. A requester splits
   its requests so that none exceeds its own value (nothing legitimate fails); an owner refuses a larger
   one with :class:`~pyg_dist.errors.ServingLimitError` (the requester then raises ``RemoteCallError``
-  naming the peer, the size and the setting). A single row larger than the limit is still served.
+  naming the peer, the size and the setting). A single row larger than the limit is still served, and so is
+  one seed's sample without replacement (at most its in-edges) or a single draw.
 * ``$PYG_DIST_SERVE_BUDGET_MB`` (default 512): the most reply bytes one process serves at once. A request
   waits (first come, first served) until its reply fits beside those still being sent; one larger than
   the whole budget is admitted alone. The wait is bounded by the call's timeout (default: the failure
@@ -26,6 +30,7 @@ Example:
 """
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -59,7 +64,7 @@ def _mib_setting(name: str, default: float) -> int:
 
 
 def reply_max_bytes() -> int:
-    """The most bytes of one lookup reply (``$PYG_DIST_REPLY_MAX_MB``, default 256 MiB)."""
+    """The most bytes of one reply (``$PYG_DIST_REPLY_MAX_MB``, default 256 MiB)."""
     return _mib_setting(REPLY_MAX_ENV, DEFAULT_REPLY_MAX_MB)
 
 
@@ -78,9 +83,24 @@ def check_reply_size(partition: int, nbytes: int, rows: int, limit: Optional[int
     a reply of one row is always within it."""
     limit = reply_max_bytes() if limit is None else limit
     if nbytes > limit and rows > 1:
-        raise ServingLimitError(REPLY_MAX_ENV, mib(limit), f"partition {partition} refuses a lookup reply of "
-                                f"{mib(nbytes)} ({rows} rows): over its reply limit (the requester splits its "
-                                "requests by its own value: give every process the same one)")
+        refuse_reply(partition, f"a lookup reply of {mib(nbytes)} ({rows} rows)", limit)
+
+
+def refuse_reply(partition: int, what: str, limit: int) -> None:
+    """Raises the :class:`ServingLimitError` of a reply (``what``: its kind and size) over the reply limit."""
+    raise ServingLimitError(REPLY_MAX_ENV, mib(limit), f"partition {partition} refuses {what}: over its reply "
+                            "limit (the requester splits its requests by its own value: give every process the "
+                            "same one)")
+
+
+def wait_bound(req: object) -> float:
+    """Seconds a request may wait for room: its caller's timeout (``req.timeout``) when it names a valid
+    one, else the call timeout of this process (:func:`pyg_dist.timeouts.call_timeout`)."""
+    from pyg_dist.timeouts import call_timeout
+    t = getattr(req, "timeout", None)
+    if isinstance(t, (int, float)) and not isinstance(t, bool) and 0 < t < math.inf:
+        return float(t)
+    return call_timeout()
 
 
 class Hold:
@@ -181,4 +201,4 @@ class ByteBudget:
 
 
 __all__ = ["REPLY_MAX_ENV", "SERVE_BUDGET_ENV", "DEFAULT_REPLY_MAX_MB", "DEFAULT_SERVE_BUDGET_MB", "reply_max_bytes",
-           "serve_budget_bytes", "check_reply_size", "ByteBudget", "Hold", "mib"]
+           "serve_budget_bytes", "check_reply_size", "refuse_reply", "wait_bound", "ByteBudget", "Hold", "mib"]

@@ -211,6 +211,11 @@ def _check_quant(partition: int, name: str, c: QuantRows, dst: Tensor) -> None:
     elif not bool(torch.isfinite(scale).all()) or not bool(torch.isfinite(offset).all()) or \
             bool((scale < 0).any()):
         problem = "non-finite scales or offsets, or negative scales"
+    elif n and dst.dtype.is_floating_point:  # the decoding target: rows the stored dtype cannot hold are refused
+        lo = float((offset.double() - 128 * scale.double()).min())
+        hi = float((offset.double() + 127 * scale.double()).max())
+        if not bool(torch.isfinite(torch.tensor([lo, hi], dtype=torch.float64).to(dst.dtype)).all()):
+            problem = f"rows decode to [{lo:g}, {hi:g}], beyond {dst.dtype} (the attribute's stored dtype)"
     if problem is not None:
         raise QuantisationError(f"partition {partition} answered attribute {name!r} with malformed int8 rows: "
                                 f"{problem} (do all processes run the same pyg_dist?)")

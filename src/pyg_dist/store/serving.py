@@ -5,9 +5,10 @@ within bounds, whatever the peer asks.
   pass checks that). Any other request is de-duplicated here before gathering, and the reply's ``index``
   says which answer row each requested id takes: the gather, the reply and the bytes held are bounded by
   the distinct ids (plus 8 bytes per requested id for the index), never by the repeats.
-* **Reply cap.** A reply over ``$PYG_DIST_REPLY_MAX_MB`` is refused (:class:`~pyg_dist.errors.
-  ServingLimitError`, which the requester raises as ``RemoteCallError``); requesters split their requests
-  by the same setting, so no legitimate one is refused.
+* **Reply cap.** (The same settings and the store's budget bound one-hop replies too:
+  :func:`pyg_dist.sampler.hops.serve_one_hop`.) A reply over ``$PYG_DIST_REPLY_MAX_MB`` is refused
+  (:class:`~pyg_dist.errors.ServingLimitError`, which the requester raises as ``RemoteCallError``);
+  requesters split their requests by the same setting, so no legitimate one is refused.
 * **Budget.** The reply's bytes wait for room under ``$PYG_DIST_SERVE_BUDGET_MB`` before the gather and
   count until the RPC layer has sent them (:class:`~pyg_dist.store.limits.ByteBudget`).
 * **Wire format.** ``req.remote_rows="int8"`` (opt-in) sends each quantised attribute's rows as int8 codes
@@ -35,7 +36,6 @@ Example (no budget: a unit call; a store serves with its own):
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
@@ -45,7 +45,7 @@ from torch import Tensor
 from pyg_dist.errors import PyGDistError
 from pyg_dist.store import quant
 from pyg_dist.store.buffers import BufferPool, gather_rows
-from pyg_dist.store.limits import ByteBudget, check_reply_size, serve_budget_bytes
+from pyg_dist.store.limits import ByteBudget, check_reply_size, serve_budget_bytes, wait_bound
 from pyg_dist.store.lookup import FeatureQuery, Group, LookupReply, LookupRequest
 from pyg_dist.store.routing import owned_rows
 
@@ -90,7 +90,7 @@ def serve_request(book, part: int, column: Callable[[Group, str], Tensor], req: 
     if pool is not None:
         pool.limit_bytes = limit + limit // 8
     if budget is not None and nbytes:
-        hold = budget.acquire(nbytes, limit, _wait_bound(req), f"partition {part}'s lookup reply ({rows} rows)")
+        hold = budget.acquire(nbytes, limit, wait_bound(req), f"partition {part}'s lookup reply ({rows} rows)")
     try:
         values = [{name: _chunks(book, part, q.group, name, column(q.group, name), r, pool, mode, codes)
                    for name in q.attr_names} for q, (r, _) in zip(req.queries, asked)]
@@ -125,16 +125,6 @@ def _distinct_rows(book, part: int, q: FeatureQuery) -> Tuple[Tensor, Optional[T
                                "not own (do all processes read the same partition folder?)")
         rows = book.to_local(q.group, ids)
     return rows, index
-
-
-def _wait_bound(req: LookupRequest) -> float:
-    """Seconds a request may wait for room: its caller's timeout when it names a valid one, else the call
-    timeout of this process (:func:`pyg_dist.timeouts.call_timeout`)."""
-    from pyg_dist.timeouts import call_timeout
-    t = getattr(req, "timeout", None)
-    if isinstance(t, (int, float)) and not isinstance(t, bool) and 0 < t < math.inf:
-        return float(t)
-    return call_timeout()
 
 
 def _remote_rows(req: LookupRequest, part: int) -> str:

@@ -278,8 +278,10 @@ def render_section(d: Documented) -> List[str]:
 def render_env_section(env_vars: Sequence[EnvVar] = ENV_VARS) -> List[str]:
     """The lines of the environment-variable section."""
     lines = ["## Environment variables", "",
-             "Read where they act (the module named in each meaning). A variable that backs a setting is that "
-             "setting's default: the setting, when given, wins.", "",
+             "Read where they act (the module named in each meaning), and each checked by its own reader when "
+             "`dist_session()` starts, before the process group forms (`pyg_dist.train.env_check`): a bad value "
+             "fails at start-up with an `InvalidArgumentError` naming the variable. A variable that backs a setting "
+             "is that setting's default: the setting, when given, wins.", "",
              "| variable | type | default | backs | meaning |", "| --- | --- | --- | --- | --- |"]
     for v in sorted(env_vars, key=lambda v: v.name):
         backs = _code(v.field) if v.field else "-"

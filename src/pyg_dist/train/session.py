@@ -73,8 +73,11 @@ class TrainConfig:
             ``$PYG_DIST_FAILURE_TIMEOUT`` or 20 s.
         call_timeout: Seconds per remote sampling / feature call (default: ``failure_timeout``).
         mmap: Memory-map the partition (shared page cache between ranks of one machine).
-        verify: Also recompute the content digests META.json lists for this rank's files (seconds per GB;
-            sizes are checked always), so a same-size file from another partitioner run is refused.
+        verify: ``"once"`` (default): recompute the content digests META.json lists for the files this rank
+            opens once per machine (remembered by path, size, mtime and inode;
+            :mod:`pyg_dist.format.verified`), so flipped bytes or a same-size file from another run are refused
+            at open. ``True``:
+            every time (shared files too); ``False``: sizes and sampled blocks only.
         cache_ratio: Fill a remote-feature cache at start-up (:mod:`pyg_dist.store.cache`): copies of the
             remote rows ranked first by ``cache_policy``, within this fraction of the partition's own
             feature bytes. ``None`` (default): the folder's ``feature_cache.pt`` if the partitioner wrote
@@ -82,7 +85,9 @@ class TrainConfig:
         cache_policy: ``"degree"`` or ``"presample"`` (needs ``cache_num_neighbors``, the loader's fanouts).
         cache_num_neighbors: Fanouts of the ``"presample"`` warm-up batches.
         checkpoint_dir: Folder of this run's checkpoints (:mod:`pyg_dist.train.checkpoint`); a run started on a
-            folder that holds one resumes from it. ``None``: no checkpoints.
+            folder that holds one resumes from it (written by as many ranks: another world size is a
+            ``CheckpointError``). Created and checked writable when the config is made (a ``CheckpointError``
+            naming it otherwise). ``None``: no checkpoints.
         checkpoint_every: Write one every this many optimizer steps.
         checkpoint_interval: Write one when this many seconds passed since the last (default, when
             neither is given: every 60 s).
@@ -114,7 +119,7 @@ class TrainConfig:
     call_timeout: Optional[float] = None
     failure_timeout: Optional[float] = None
     mmap: bool = True
-    verify: bool = False
+    verify: Union[bool, str] = "once"
     cache_ratio: Optional[float] = None
     cache_policy: str = "degree"
     cache_num_neighbors: Optional[Any] = None
@@ -136,9 +141,9 @@ class TrainConfig:
         for name in ("timeout", "call_timeout", "failure_timeout"):
             if name == "timeout" or getattr(self, name) is not None:
                 check_seconds(_WHERE, name, getattr(self, name))
-        for name in ("mmap", "rpc", "verify"):
-            if not isinstance(getattr(self, name), bool):
-                raise InvalidArgumentError(_WHERE, name, getattr(self, name), "a bool")
+        for name in ("mmap", "rpc", "verify"):  # verify: also "once" (pyg_dist.store.folder.VERIFY)
+            if not isinstance(getattr(self, name), bool) and not (name == "verify" and self.verify == "once"):
+                raise InvalidArgumentError(_WHERE, name, getattr(self, name), "a bool (verify: or 'once')")
         r = self.cache_ratio
         if r is not None and (isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 < r <= 1):
             raise InvalidArgumentError(_WHERE, "cache_ratio", r, "None or a fraction in (0, 1]")
@@ -372,14 +377,17 @@ def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
     """Starts this rank's part of a distributed run; tears it down in ``finally`` (see module doc).
 
     Raises:
+        InvalidArgumentError: a ``PYG_DIST_*`` variable is bad (:mod:`~pyg_dist.train.env_check`), before anything.
         PartitionFormatError: the folder does not match the world (partition count, missing files).
         RpcTimeoutError: a peer did not arrive within ``config.timeout``.
     """
     from pyg_dist import rpc
     from pyg_dist.format import read_meta
+    from pyg_dist.train import env_check, orphan
 
     if not isinstance(config, TrainConfig):
         raise InvalidArgumentError("dist_session", "config", config, "a pyg_dist.train.session.TrainConfig")
+    env_check.validate_env(skip=env_check.overridden(config))
     meta = read_meta(config.partition_dir)
     ctx = DistContext.from_env(meta.num_parts, num_workers=config.num_workers, rpc_port=config.rpc_port)
     device = rank_device(config, ctx)
@@ -391,27 +399,28 @@ def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
         timeouts.set_failure_timeout(config.failure_timeout)  # inherited by sampler workers
     if config.transport is not None:
         os.environ[TRANSPORT_ENV] = config.transport  # inherited by sampler workers
-    ok = False
-    try:
-        init_process_group(backend, config.timeout, ctx)
-        graph_store, feature_store = _open_everywhere(config, ctx)
-        env = DistEnv(config, ctx, device, graph_store, feature_store)
-        if ctx.joins_rpc and config.rpc:
-            from pyg_dist.sampler.dist_neighbor import serve_partition
-            serve_partition(graph_store, feature_store)
-            rpc.init_rpc(ctx, timeout=config.timeout, call_timeout=config.call_timeout or timeouts.call_timeout())
-        if config.cache_ratio is not None:
-            _fill_cache(config, ctx, graph_store, feature_store)
-        if config.gpu_cache_bytes is not None:
-            from pyg_dist.store.device_cache import build_device_cache
-            env.gpu_cache = build_device_cache(feature_store, graph_store, device, config.gpu_cache_bytes,
-                                               timeout=config.call_timeout or config.timeout)
-            LOG.info("rank %d: %s", ctx.rank, env.gpu_cache)
-        timeouts.apply_to_process_group()  # start-up is over: collectives now fail within the bound
-        yield env
-        ok = True
-    finally:
-        teardown(ok, timeouts.failure_timeout())
+    with orphan.watch_agent(ctx.rank, on_orphan=teardown):  # ends this rank if its torchrun agent dies
+        ok = False
+        try:
+            init_process_group(backend, config.timeout, ctx)
+            graph_store, feature_store = _open_everywhere(config, ctx)
+            env = DistEnv(config, ctx, device, graph_store, feature_store)
+            if ctx.joins_rpc and config.rpc:
+                from pyg_dist.sampler.dist_neighbor import serve_partition
+                serve_partition(graph_store, feature_store)
+                rpc.init_rpc(ctx, timeout=config.timeout, call_timeout=config.call_timeout or timeouts.call_timeout())
+            if config.cache_ratio is not None:
+                _fill_cache(config, ctx, graph_store, feature_store)
+            if config.gpu_cache_bytes is not None:
+                from pyg_dist.store.device_cache import build_device_cache
+                env.gpu_cache = build_device_cache(feature_store, graph_store, device, config.gpu_cache_bytes,
+                                                   timeout=config.call_timeout or config.timeout)
+                LOG.info("rank %d: %s", ctx.rank, env.gpu_cache)
+            timeouts.apply_to_process_group()  # start-up is over: collectives now fail within the bound
+            yield env
+            ok = True
+        finally:
+            teardown(ok, timeouts.failure_timeout())
 
 
 def wrap_ddp(model: torch.nn.Module, env: DistEnv, **kwargs) -> torch.nn.Module:

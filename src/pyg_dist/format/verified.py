@@ -1,0 +1,127 @@
+"""The default content check at open (``verify="once"``): whole-file digests, checked once per machine.
+
+Opening a partition re-hashes every file that rank opens (its ``part_<i>/`` files and the shared node-time
+files, the ones META.json lists) and compares the digests with META.json's, so a flipped byte anywhere in a
+data file is a :class:`~pyg_dist.errors.PartitionFormatError` naming the file before any batch reads it. A
+file that matched is remembered in a small cache file, ``$XDG_CACHE_HOME/pyg_dist/verified.json`` (else
+``~/.cache/pyg_dist/``), by its absolute path, size, ``mtime_ns``, inode and device, with the digest it had:
+a later open of the unchanged file skips the re-read (one ``stat``). A cache folder that cannot be read or
+written is no error: every open then re-hashes.
+
+What it does NOT catch: a change that keeps the size, ``mtime_ns`` and inode of a file already remembered
+(bit rot on the disk after the check, a write that restores the mtime). ``verify=True`` re-hashes every time
+(and the shared maps and original ids too); ``verify=False`` checks sizes and sampled blocks only.
+
+Example:
+    >>> check_once(read_meta("/data/products-2"), 0)       # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from pyg_dist._fsio import DIGESTS, digest_file
+from pyg_dist.errors import PartitionFormatError
+from pyg_dist.format import digests as D
+from pyg_dist.format import meta as M
+
+CACHE_NAME = "verified.json"
+#: Remembered files kept in the cache file (the oldest are dropped first).
+MAX_ENTRIES = 4096
+
+
+def cache_path() -> Path:
+    """``$XDG_CACHE_HOME/pyg_dist/verified.json``, else ``~/.cache/pyg_dist/verified.json``."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "pyg_dist" / CACHE_NAME
+
+
+def _read_cache(path: Path) -> Dict[str, list]:
+    try:
+        if not 0 < M.regular_size(path) <= 64 << 20:  # never open a FIFO or a huge file
+            return {}
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError, PartitionFormatError):
+        return {}
+    return {k: v for k, v in raw.items() if isinstance(k, str) and isinstance(v, list)} if isinstance(raw, dict) \
+        else {}
+
+
+def _write_cache(path: Path, new: Dict[str, list]) -> None:
+    """Merges ``new`` into the cache file (another rank may have written since); any ``OSError`` is ignored."""
+    if not new:
+        return
+    entries = _read_cache(path)
+    for k in new:
+        entries.pop(k, None)
+    entries.update(new)
+    keep = dict(list(entries.items())[-MAX_ENTRIES:])
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".verified-", dir=path.parent)
+        with os.fdopen(fd, "w") as f:
+            json.dump(keep, f)
+        os.replace(tmp, path)
+    except OSError:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+
+
+def _stamp(path: Path) -> list:
+    st = os.stat(path)
+    return [st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev]
+
+
+def opened_files(meta: M.PartitionMeta, part: int) -> List[str]:
+    """The listed files a rank of partition ``part`` opens: its ``part_<part>/`` files and node-time files."""
+    own = M.part_dir("", part).name
+    node_time = Path(M.full_node_time_path("", "_")).parent.as_posix()
+    return sorted(r for r in D.listed(meta) if Path(r).parts[0] == own or Path(r).parent.as_posix() == node_time)
+
+
+def check_once(meta: M.PartitionMeta, part: int, cache: Optional[Path] = None, threads: int = 2) -> int:
+    """Whole-file digests of :func:`opened_files` against META.json, skipping files remembered unchanged
+    (see the module docstring). Returns the bytes re-hashed.
+
+    Raises:
+        PartitionFormatError: naming META.json (fingerprint, digest name) or the first file whose size or
+            content differs from META.json's.
+    """
+    why = D.fingerprint_problem(meta)
+    if why is not None:
+        raise PartitionFormatError(M.meta_path(meta.root), why)
+    files, rels = D.listed(meta), opened_files(meta, part)
+    algorithm = meta.extra.get("files_digest", DIGESTS[0])
+    problems = D.file_problems(meta, rels, digests=False)  # missing, not regular, size, sampled blocks
+    if problems:
+        raise PartitionFormatError(*problems[0])
+    cache = cache_path() if cache is None else cache
+    remembered = _read_cache(cache)
+    todo = []
+    for rel in rels:
+        path = Path(os.path.abspath(Path(meta.root) / rel))
+        want = [*_stamp(path), algorithm, files[rel]["digest"]]
+        if remembered.get(str(path)) != want:
+            todo.append((path, want))
+    if not todo:
+        return 0
+    with ThreadPoolExecutor(max(1, threads)) as pool:
+        got = list(pool.map(lambda t: digest_file(t[0], algorithm)[1], todo))
+    fresh = {}
+    for (path, want), digest in zip(todo, got):
+        if digest != want[-1]:
+            raise PartitionFormatError(path, f"content differs from META.json's {algorithm} digest ({digest} != "
+                                       f"{want[-1]}): a corrupt file (flipped bytes) or one from another "
+                                       "partitioning run")
+        if _stamp(path) == want[:4]:  # unchanged while it was read: remember it
+            fresh[str(path)] = want
+    _write_cache(cache, fresh)
+    return sum(want[0] for _, want in todo)
+
+
+__all__ = ["check_once", "opened_files", "cache_path", "CACHE_NAME"]
