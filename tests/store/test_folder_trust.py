@@ -82,6 +82,22 @@ def test_a_flip_in_any_file_a_rank_opens_is_caught_by_default(folder, tmp_path):
         LocalFeatureStore.from_partition(root, 1)
 
 
+def test_a_flip_in_an_original_id_file_is_caught_when_it_is_read(folder, tmp_path):
+    """The original ids are read only to map results back (load_original_ids): checked there, once."""
+    from pyg_dist.format import load_original_ids
+    root = _copy(folder, tmp_path)
+    rels = [r for r in D.listed(read_meta(root)) if r.startswith("pyg_dist/original_ids/")]
+    assert {"pyg_dist/original_ids/node/_N.pt"} <= set(rels), rels
+    want = load_original_ids(root)
+    for rel in rels:
+        _flip(root / rel)
+        with pytest.raises(PartitionFormatError, match=rf"{rel}.*content differs from META.json's"):
+            load_original_ids(root)
+        _flip(root / rel)
+        got = load_original_ids(root)
+        assert all(torch.equal(got[k], want[k]) for k in want)
+
+
 def test_the_check_is_remembered_per_unchanged_file(folder, tmp_path, monkeypatch):
     from pyg_dist.format import verified as V
     root = _copy(folder, tmp_path)

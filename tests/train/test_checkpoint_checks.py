@@ -261,3 +261,34 @@ def test_an_unreadable_marker_skips_its_step(tmp_path, caplog):
         assert fresh.resume() and fresh.global_step == 3
     assert any("step_000000006/rank_0.done is unreadable or names another step" in r.message
                for r in caplog.records), caplog.records
+
+
+class _Table:
+    """An extra with ``save(folder)`` / ``load(folder)`` like DistEmbedding: one file per partition."""
+
+    def __init__(self, value: float, partition: int = 0):
+        self.rows, self.partition = torch.full((64, 4), value), partition
+
+    def save(self, folder) -> None:
+        torch.save(self.rows, Path(folder) / f"table.part_{self.partition}.pt")
+
+    def load(self, folder) -> None:
+        self.rows = torch.load(Path(folder) / f"table.part_{self.partition}.pt", weights_only=True)
+
+
+def test_a_flipped_extra_file_falls_back_to_the_older_step(tmp_path, caplog):
+    ckpt = Checkpointer(tmp_path, model=torch.nn.Linear(2, 2), extra={"table": _Table(0.0)})
+    for step in (3, 6):
+        ckpt.global_step, ckpt.extra["table"].rows = step, torch.full((64, 4), float(step))
+        ckpt.save()
+    extra = tmp_path / "step_000000006" / "extra" / "table.part_0.pt"
+    assert sorted(p.name for p in extra.parent.iterdir()) == ["table.part_0.pt"]      # no private folder left
+    raw = bytearray(extra.read_bytes())
+    raw[len(raw) // 2: len(raw) // 2 + 4] = bytes(b ^ 0xFF for b in raw[len(raw) // 2: len(raw) // 2 + 4])
+    extra.write_bytes(bytes(raw))
+    fresh = Checkpointer(tmp_path, model=torch.nn.Linear(2, 2), extra={"table": _Table(-1.0)})
+    with caplog.at_level("WARNING", logger="pyg_dist"):
+        assert fresh.resume() and fresh.global_step == 3
+    assert torch.equal(fresh.extra["table"].rows, torch.full((64, 4), 3.0))         # the older step's rows
+    assert any("table.part_0.pt" in r.message and "corrupt, truncated or altered" in r.message
+               for r in caplog.records), [r.message for r in caplog.records]

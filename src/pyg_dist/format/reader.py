@@ -5,6 +5,7 @@ Everything is returned as typed dicts (homogeneous = node type ``"_N"``, edge ty
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Dict, Union
 
 import torch
@@ -96,7 +97,11 @@ def _native(meta, part, book, graph_raw, nodes_raw, edges_raw, mmap) -> Partitio
 def load_original_ids(root) -> Dict[Union[NodeType, EdgeType], Tensor]:
     """Original id of every global id, per node type and per edge type (``out[type][global] = original``).
 
-    For a PyG-written folder ids were never relabelled, so the identity is returned.
+    For a PyG-written folder ids were never relabelled, so the identity is returned. The files are checked
+    against META.json's digests once per machine first (:mod:`pyg_dist.format.verified`).
+
+    Raises:
+        PartitionFormatError: an original-id file's content differs from its digest (names the file).
 
     Example:
         >>> orig = load_original_ids("/tmp/cora-2")  # doctest: +SKIP
@@ -108,6 +113,8 @@ def load_original_ids(root) -> Dict[Union[NodeType, EdgeType], Tensor]:
         out = {t: torch.arange(n) for t, n in meta.num_nodes.items()}
         out.update({e: torch.arange(n) for e, n in meta.num_edges.items()})
         return out
-    out = {t: M.load_tensor(M.original_node_ids_path(root, t)) for t in meta.node_types}
-    out.update({e: M.load_tensor(M.original_edge_ids_path(root, e)) for e in meta.edge_types})
-    return out
+    from pyg_dist.format.verified import check_files_once
+    rels: Dict[AnyType, str] = {t: M.original_node_ids_path("", t).as_posix() for t in meta.node_types}
+    rels.update({e: M.original_edge_ids_path("", e).as_posix() for e in meta.edge_types})
+    check_files_once(meta, list(rels.values()))
+    return {k: M.load_tensor(Path(root) / rel) for k, rel in rels.items()}

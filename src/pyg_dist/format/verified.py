@@ -10,7 +10,8 @@ written is no error: every open then re-hashes.
 
 What it does NOT catch: a change that keeps the size, ``mtime_ns`` and inode of a file already remembered
 (bit rot on the disk after the check, a write that restores the mtime). ``verify=True`` re-hashes every time
-(and the shared maps and original ids too); ``verify=False`` checks sizes and sampled blocks only.
+(and the shared maps too); ``verify=False`` checks sizes and sampled blocks only. The original-id files,
+read only by :func:`~pyg_dist.format.load_original_ids`, are checked the same way when it reads them.
 
 Example:
     >>> check_once(read_meta("/data/products-2"), 0)       # doctest: +SKIP
@@ -92,10 +93,17 @@ def check_once(meta: M.PartitionMeta, part: int, cache: Optional[Path] = None, t
         PartitionFormatError: naming META.json (fingerprint, digest name) or the first file whose size or
             content differs from META.json's.
     """
+    return check_files_once(meta, opened_files(meta, part), cache, threads)
+
+
+def check_files_once(meta: M.PartitionMeta, rels: List[str], cache: Optional[Path] = None, threads: int = 2) -> int:
+    """:func:`check_once` for the root-relative files ``rels`` (those META.json does not list are skipped:
+    folders written before digests were recorded)."""
     why = D.fingerprint_problem(meta)
     if why is not None:
         raise PartitionFormatError(M.meta_path(meta.root), why)
-    files, rels = D.listed(meta), opened_files(meta, part)
+    files = D.listed(meta)
+    rels = [r for r in rels if r in files]
     algorithm = meta.extra.get("files_digest", DIGESTS[0])
     problems = D.file_problems(meta, rels, digests=False)  # missing, not regular, size, sampled blocks
     if problems:
@@ -124,4 +132,4 @@ def check_once(meta: M.PartitionMeta, part: int, cache: Optional[Path] = None, t
     return sum(want[0] for _, want in todo)
 
 
-__all__ = ["check_once", "opened_files", "cache_path", "CACHE_NAME"]
+__all__ = ["check_once", "check_files_once", "opened_files", "cache_path", "CACHE_NAME"]

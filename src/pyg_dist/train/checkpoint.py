@@ -18,7 +18,8 @@ crc32 digest of the rank file adds about 1.8 ms there: 4.3 -> 6.1 ms a save, mea
     step_000000120/rank_0.pt     model, optimizer, scheduler, loaders, RNG, position (temp file + rename)
     step_000000120/rank_0.done   after every rank's files are in place (a barrier in between): the world size
                                  and the size and crc32 digest of rank_0.pt (:mod:`.checkpoint_files`)
-    step_000000120/extra/        DistEmbedding / SparseAdam files, one per partition (first rank of each)
+    step_000000120/extra/        DistEmbedding / SparseAdam files, one per partition (first rank of each;
+                                 their sizes and crc32 digests in that rank's marker, checked at resume)
 
 A checkpoint counts only when every rank has its ``.done`` marker; on resume the ranks agree (one
 ``all_gather``) on the newest step that all of them completed and can read, so a kill during a write leaves
@@ -64,6 +65,7 @@ from pyg_dist.train.checkpoint_files import (
     rank_file,
     read_rank_file,
     rng_state,
+    save_extras,
     set_rng_state,
     state_digest,
     write_marker,
@@ -205,12 +207,11 @@ class Checkpointer:
         folder = self.directory / f"{_PREFIX}{self.global_step:09d}"
         folder.mkdir(parents=True, exist_ok=True)
         size, digest = _atomic_save(self._state(), rank_file(folder, self.rank))
-        if self.partition_writer:
-            for obj in self.extra.values():
-                if _has(obj, "save", "load"):
-                    obj.save(folder / "extra")
+        savers, extras = [o for o in self.extra.values() if _has(o, "save", "load")], {}
+        if self.partition_writer and savers:  # digested, listed in this rank's marker, checked at resume
+            extras = save_extras(savers, folder, self.rank)
         sync.barrier()  # every rank's files are complete before anyone marks the step
-        write_marker(folder, self.rank, self.world_size, self.global_step, size, digest)
+        write_marker(folder, self.rank, self.world_size, self.global_step, size, digest, extras)
         self._prune()
         self._restart_clock()
         self.save_seconds.append(time.perf_counter() - start)

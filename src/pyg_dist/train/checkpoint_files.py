@@ -115,11 +115,55 @@ def atomic_save(obj, path: Path) -> Tuple[int, str]:
         raise
 
 
-def write_marker(folder: Path, rank: int, world_size: int, step: int, size: int, digest: str) -> None:
-    """The marker that makes this rank's part of ``step`` count, with the digest of its rank file."""
+def write_marker(folder: Path, rank: int, world_size: int, step: int, size: int, digest: str,
+                 extra: Optional[Mapping[str, list]] = None) -> None:
+    """The marker that makes this rank's part of ``step`` count, with the digest of its rank file and of the
+    ``extra/`` files it wrote (``{name: [bytes, digest]}``: :func:`save_extras`)."""
     atomic_save({"step": step, "world_size": world_size, "rank": rank, "files_digest": ALGORITHM,
-                 "file": {"name": rank_file(folder, rank).name, "bytes": size, "digest": digest}},
-                marker_file(folder, rank))
+                 "file": {"name": rank_file(folder, rank).name, "bytes": size, "digest": digest},
+                 "extra": dict(extra or {})}, marker_file(folder, rank))
+
+
+def save_extras(objs: Iterable[Any], folder: Path, rank: int) -> Dict[str, list]:
+    """Has each of ``objs`` ``save`` into a private folder, digests what they wrote, moves it into
+    ``folder/extra/`` and returns ``{name: [bytes, digest]}`` for this rank's marker (other ranks write their
+    partitions' files into the same folder at the same time: only this rank's own files are digested)."""
+    import shutil
+    out, mine = folder / "extra", folder / "extra" / f".rank_{rank}"
+    shutil.rmtree(mine, ignore_errors=True)
+    mine.mkdir(parents=True)
+    try:
+        for obj in objs:
+            obj.save(mine)
+        written = {}
+        for path in sorted(p for p in mine.iterdir() if p.is_file()):
+            written[path.name] = list(digest_file(path, ALGORITHM))
+            os.replace(path, out / path.name)
+        _fsio.fsync_dir(out)
+        return written
+    except OSError as exc:
+        raise CheckpointError(f"writing the extras of {folder} failed: {exc.strerror or exc}") from exc
+    finally:
+        shutil.rmtree(mine, ignore_errors=True)
+
+
+def _extra_problem(folder: Path, rank: int, marker: Mapping, algorithm: str) -> Optional[str]:
+    """Why an ``extra/`` file rank ``rank`` wrote does not match its marker (``None``: every one does)."""
+    extra = marker.get("extra") or {}
+    if not isinstance(extra, dict):
+        return f"{marker_file(folder, rank)} is malformed (extra entry {extra!r})"
+    for name, entry in sorted(extra.items()):
+        path = folder / "extra" / str(name)
+        if not (isinstance(entry, (list, tuple)) and len(entry) == 2):
+            return f"{marker_file(folder, rank)} is malformed (extra file {name!r}: {entry!r})"
+        try:
+            got = list(digest_file(path, algorithm))
+        except OSError as exc:
+            return f"cannot read {path} ({exc.strerror or exc})"
+        if got != list(entry):
+            return (f"{path}: {got[0]} bytes, {algorithm} {got[1]}; {marker_file(folder, rank).name} lists "
+                    f"{entry[0]} bytes, {entry[1]}: a corrupt, truncated or altered file")
+    return None
 
 
 # ------------------------------------------------------------------------------------------- reading
@@ -154,7 +198,7 @@ def _digest_problem(folder: Path, rank: int, marker: Mapping) -> Optional[str]:
     if digest != entry["digest"]:
         return (f"{path}: content differs from the {algorithm} digest in {marker_file(folder, rank).name} "
                 f"({digest} != {entry['digest']}): a corrupt or altered file")
-    return None
+    return _extra_problem(folder, rank, marker, algorithm)
 
 
 def read_rank_file(folder: Path, rank: int) -> Tuple[Optional[dict], Optional[str], Optional[dict]]:

@@ -35,6 +35,7 @@ from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_choice, ch
 from pyg_dist.format.precision import BATCH_DTYPES, parse_dtype
 from pyg_dist.group import init_process_group
 from pyg_dist.rpc.transport import TRANSPORT_ENV, TRANSPORTS
+from pyg_dist.train.opening import open_everywhere
 
 LOG = logging.getLogger("pyg_dist")
 _WHERE = "TrainConfig"
@@ -315,48 +316,6 @@ def teardown(ok: bool, timeout: float = 60.0) -> None:
         LOG.warning("teardown after a failure: %s", err)
 
 
-def _open_everywhere(config: TrainConfig, ctx: DistContext):
-    """Opens this rank's partition (every check of :mod:`pyg_dist.store.folder`); one ``all_gather`` then
-    tells every rank whether any rank failed, so a bad file on one machine stops all of them now, before
-    RPC, instead of leaving the others to time out in the rendezvous."""
-    import torch.distributed as dist
-
-    from pyg_dist.errors import PartitionFormatError
-    from pyg_dist.format import folder_id
-    from pyg_dist.store import load_stores
-
-    stores, problem, ident = None, None, None
-    try:
-        stores = load_stores(config.partition_dir, ctx=ctx, mmap=config.mmap, verify=config.verify)
-        ident = folder_id(stores[1].partition_meta)
-    except PyGDistError as exc:
-        problem = exc
-    if dist.is_initialized() and dist.get_world_size() > 1:
-        every: list = [None] * dist.get_world_size()
-        dist.all_gather_object(every, (None if problem is None else f"{type(problem).__name__}: {problem}", ident))
-        bad = [(rank, text) for rank, (text, _) in enumerate(every) if text]
-        if bad and problem is None:
-            rank, text = bad[0]
-            raise PartitionFormatError(config.partition_dir, f"rank {rank} could not open its partition: {text}")
-        if problem is None:  # a rank that failed to open has no id: its own error is raised below
-            check_same_partitioning(config.partition_dir, [i for _, i in every])
-    if problem is not None:
-        raise problem
-    return stores
-
-
-def check_same_partitioning(folder, ids) -> None:
-    """Every rank opened the same partitioning (``ids``: each rank's :func:`~pyg_dist.format.folder_id`),
-    else one :class:`PartitionFormatError` naming the ranks that differ from rank 0 and both ids."""
-    from pyg_dist.errors import PartitionFormatError
-    odd = [rank for rank, i in enumerate(ids) if i != ids[0]]
-    if odd:
-        others = sorted({ids[r] for r in odd})
-        raise PartitionFormatError(folder, f"ranks {odd} opened a different partitioning ({', '.join(others)}) than "
-                                   f"rank 0 ({ids[0]}): the machines' folders come from different partitioner "
-                                   "runs; copy the same folder to every machine")
-
-
 def _fill_cache(config: TrainConfig, ctx: DistContext, graph_store, feature_store) -> None:
     """Fills this rank's remote-feature cache (every rank at once): over RPC when the trainers are in the
     RPC world, else (sampler workers) through the process group."""
@@ -403,7 +362,7 @@ def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
         ok = False
         try:
             init_process_group(backend, config.timeout, ctx)
-            graph_store, feature_store = _open_everywhere(config, ctx)
+            graph_store, feature_store = open_everywhere(config, ctx)
             env = DistEnv(config, ctx, device, graph_store, feature_store)
             if ctx.joins_rpc and config.rpc:
                 from pyg_dist.sampler.dist_neighbor import serve_partition
