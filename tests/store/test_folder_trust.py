@@ -104,7 +104,8 @@ def test_the_check_is_remembered_per_unchanged_file(folder, tmp_path, monkeypatc
     meta = read_meta(root)
     first = V.check_once(meta, 0)
     assert first == sum((root / r).stat().st_size for r in V.opened_files(meta, 0))   # cold: read whole
-    assert V.cache_path().is_file() and str(tmp_path / "xdg") in str(V.cache_path())
+    assert V.cache_path().is_dir() and str(tmp_path / "xdg") in str(V.cache_path())
+    assert len(list(V.cache_path().glob("*.json"))) == len(V.opened_files(meta, 0))  # one entry per file
     assert V.check_once(meta, 0) == 0                                      # remembered: nothing re-read
     _flip(root / "part_0" / "node_feats.pt", keep_mtime=True)
     assert V.check_once(meta, 0) == 0                   # documented: a flip keeping size and mtime is missed

@@ -3,10 +3,10 @@
 Opening a partition re-hashes every file that rank opens (its ``part_<i>/`` files and the shared node-time
 files, the ones META.json lists) and compares the digests with META.json's, so a flipped byte anywhere in a
 data file is a :class:`~pyg_dist.errors.PartitionFormatError` naming the file before any batch reads it. A
-file that matched is remembered in a small cache file, ``$XDG_CACHE_HOME/pyg_dist/verified.json`` (else
-``~/.cache/pyg_dist/``), by its absolute path, size, ``mtime_ns``, inode and device, with the digest it had:
-a later open of the unchanged file skips the re-read (one ``stat``). A cache folder that cannot be read or
-written is no error: every open then re-hashes.
+file that matched is remembered in a small entry of its own under ``$XDG_CACHE_HOME/pyg_dist/verified/`` (else
+``~/.cache/pyg_dist/verified/``; at most :data:`MAX_ENTRIES`), by its absolute path, size, ``mtime_ns``, inode
+and device, with the digest it had: a later open of the unchanged file skips the re-read (one ``stat`` and one
+small read per file). A cache folder that cannot be read or written is no error: every open then re-hashes.
 
 What it does NOT catch: a change that keeps the size, ``mtime_ns`` and inode of a file already remembered
 (bit rot on the disk after the check, a write that restores the mtime). ``verify=True`` re-hashes every time
@@ -18,6 +18,7 @@ Example:
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -30,44 +31,51 @@ from pyg_dist.errors import PartitionFormatError
 from pyg_dist.format import digests as D
 from pyg_dist.format import meta as M
 
-CACHE_NAME = "verified.json"
-#: Remembered files kept in the cache file (the oldest are dropped first).
+CACHE_NAME = "verified"
+#: Remembered files kept (the least recently written entries are dropped first when a write goes over).
 MAX_ENTRIES = 4096
 
 
 def cache_path() -> Path:
-    """``$XDG_CACHE_HOME/pyg_dist/verified.json``, else ``~/.cache/pyg_dist/verified.json``."""
+    """The folder of remembered files: ``$XDG_CACHE_HOME/pyg_dist/verified/``, else
+    ``~/.cache/pyg_dist/verified/``; one small entry per file (so an open reads only its own files' entries,
+    and ranks writing at once never rewrite each other's)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "pyg_dist" / CACHE_NAME
 
 
-def _read_cache(path: Path) -> Dict[str, list]:
+def _entry(cache: Path, path: Path) -> Path:
+    return cache / (hashlib.sha256(str(path).encode()).hexdigest()[:40] + ".json")
+
+
+def _remembered(cache: Path, path: Path) -> Optional[list]:
+    """What the cache remembers of ``path``: ``[path, size, mtime_ns, inode, device, algorithm, digest]``."""
+    entry = _entry(cache, path)
     try:
-        if not 0 < M.regular_size(path) <= 64 << 20:  # never open a FIFO or a huge file
-            return {}
-        raw = json.loads(path.read_text())
+        if not 0 < M.regular_size(entry) <= 4096:  # never open a FIFO or a huge file
+            return None
+        got = json.loads(entry.read_text())
     except (OSError, ValueError, PartitionFormatError):
-        return {}
-    return {k: v for k, v in raw.items() if isinstance(k, str) and isinstance(v, list)} if isinstance(raw, dict) \
-        else {}
+        return None
+    return got if isinstance(got, list) and got[:1] == [str(path)] else None
 
 
-def _write_cache(path: Path, new: Dict[str, list]) -> None:
-    """Merges ``new`` into the cache file (another rank may have written since); any ``OSError`` is ignored."""
-    if not new:
+def _remember(cache: Path, fresh: Dict[Path, list]) -> None:
+    """Writes one entry per file of ``fresh`` (temp file + rename); any ``OSError`` is ignored."""
+    if not fresh:
         return
-    entries = _read_cache(path)
-    for k in new:
-        entries.pop(k, None)
-    entries.update(new)
-    keep = dict(list(entries.items())[-MAX_ENTRIES:])
     tmp = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".verified-", dir=path.parent)
-        with os.fdopen(fd, "w") as f:
-            json.dump(keep, f)
-        os.replace(tmp, path)
+        cache.mkdir(parents=True, exist_ok=True)
+        for path, want in fresh.items():
+            fd, tmp = tempfile.mkstemp(prefix=".entry-", dir=cache)
+            with os.fdopen(fd, "w") as f:
+                json.dump([str(path), *want], f)
+            os.replace(tmp, _entry(cache, path))
+            tmp = None
+        entries = sorted(cache.glob("*.json"), key=lambda e: e.stat().st_mtime_ns)
+        for old in entries[:max(0, len(entries) - MAX_ENTRIES)]:
+            old.unlink(missing_ok=True)
     except OSError:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
@@ -109,26 +117,25 @@ def check_files_once(meta: M.PartitionMeta, rels: List[str], cache: Optional[Pat
     if problems:
         raise PartitionFormatError(*problems[0])
     cache = cache_path() if cache is None else cache
-    remembered = _read_cache(cache)
     todo = []
     for rel in rels:
         path = Path(os.path.abspath(Path(meta.root) / rel))
         want = [*_stamp(path), algorithm, files[rel]["digest"]]
-        if remembered.get(str(path)) != want:
+        if _remembered(cache, path) != [str(path), *want]:
             todo.append((path, want))
     if not todo:
         return 0
     with ThreadPoolExecutor(max(1, threads)) as pool:
         got = list(pool.map(lambda t: digest_file(t[0], algorithm)[1], todo))
-    fresh = {}
+    fresh: Dict[Path, list] = {}
     for (path, want), digest in zip(todo, got):
         if digest != want[-1]:
             raise PartitionFormatError(path, f"content differs from META.json's {algorithm} digest ({digest} != "
                                        f"{want[-1]}): a corrupt file (flipped bytes) or one from another "
                                        "partitioning run")
         if _stamp(path) == want[:4]:  # unchanged while it was read: remember it
-            fresh[str(path)] = want
-    _write_cache(cache, fresh)
+            fresh[path] = want
+    _remember(cache, fresh)
     return sum(want[0] for _, want in todo)
 
 

@@ -22,7 +22,7 @@ def load_stores(root, part: Optional[int] = None, *, ctx=None, mmap: bool = True
             private memory (shared with forked children copy-on-write only).
         verify: ``"once"`` (default): re-hash the files this rank opens (its ``part_<i>/`` files, node times)
             and compare them with META.json's digests, once per machine: an unchanged file (same path, size,
-            ``mtime_ns``, inode) is remembered in ``~/.cache/pyg_dist/verified.json`` and not re-read
+            ``mtime_ns``, inode) is remembered in ``~/.cache/pyg_dist/verified/`` and not re-read
             (:mod:`pyg_dist.format.verified`; not caught: a change after that check that keeps the mtime).
             ``True``: re-hash every time, the shared maps and original ids too (about 1.7 GB/s per core).
             ``False``: only byte sizes and 16 sampled 4 KiB blocks per file. Folders that list no digests
