@@ -4,7 +4,7 @@ Runs offline on a generated graph by default, or on Cora / CiteSeer when given a
 raw Planetoid files::
 
     python examples/train_local.py                                   # synthetic graph, 10k nodes
-    python examples/train_local.py --dataset cora --root ../shared/data/planetoid
+    python examples/train_local.py --dataset cora --root "$PYG_DIST_DATA/planetoid"
 
 Prints the loss and validation accuracy of every epoch and, last, ``test_acc=<float>``.
 """

@@ -1,7 +1,7 @@
 """The fault table (issue 15): how fast every rank of a 2-rank job ends when a peer fails, and what is left.
 
     python scripts/bench_faults.py                        # generator graph (20k nodes), all rows
-    python scripts/bench_faults.py --dataset cora --root ../shared/data/planetoid --rows kill1,stop1
+    python scripts/bench_faults.py --dataset cora --root "$PYG_DIST_DATA/planetoid" --rows kill1,stop1
     python scripts/bench_faults.py --transports tensorpipe sockets --checkpoint-seconds 0   # every row on both
 
 Each row starts ``examples/distributed/node_classification.py`` (through ``scripts/run_with_faults.py``,

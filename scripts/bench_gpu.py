@@ -2,8 +2,8 @@
 on, the GPU feature cache off vs on, and how much of the host-to-device copy the stage hides. One rank holding
 the whole graph (a 1-part folder, ``DistNeighborLoader`` under ``dist_session``).
 
-Graph, features and folder: as ``bench_dist.py`` (``--graph`` = the output of ``shared/bench/products_like.py``,
-or the built-in generator at ``--scale``; 100-dim float32 ``x``, 47 classes). Batches of ``--batch-size`` random
+Graph, features and folder: as ``bench_dist.py`` (``--graph`` = a ``{rowptr, col, N}`` file, else the
+generated reference graph at ``--scale``; 100-dim float32 ``x``, 47 classes). Batches of ``--batch-size`` random
 seeds, fanouts ``--fanouts``, ``--concurrency`` batches sampled ahead on the background loop. The model is a
 ``len(fanouts)``-layer GraphSAGE (hidden ``--hidden``), Adam; no ``loss.item()`` per step (the GPU runs ahead
 until the loader makes it wait).
@@ -206,7 +206,7 @@ def print_table(res: dict, args) -> None:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--graph", default=None, help="products_like.py output ({rowptr, col, N})")
+    p.add_argument("--graph", default=None, help="a {rowptr, col, N} file (default: the generated graph at --scale)")
     p.add_argument("--scale", type=float, default=1.0, help="size of the built-in graph (1 = products)")
     p.add_argument("--cache-dir", default="/tmp/pyg_dist_bench")
     p.add_argument("--fanouts", type=int, nargs="+", default=[15, 10, 5])

@@ -1,8 +1,8 @@
 """Memory of one machine's partition per feature dtype: a METIS partitioning of the benchmark graph written with
 ``--feature-dtype`` float32 and bfloat16 (and float16 when asked), partition 0's stores opened in a fresh process.
 
-Graph: ``--graph FILE`` = the output of ``shared/bench/products_like.py`` (``{rowptr, col, N}``), else the
-built-in products shape at ``--scale`` (``pyg_dist.datasets.synthetic.products_like_csr``, as ``bench_dist.py``);
+Graph: ``--graph FILE`` = a ``{rowptr, col, N}`` file, else the generated reference graph at ``--scale``
+(``pyg_dist.datasets.products_like.products_like_csr``, as ``bench_dist.py``);
 random ``--dim``-dim float32 features ``x`` and labels ``y`` (47 classes), as in ``bench_dist.py``. Folders are
 written once per dtype under ``--cache-dir`` and reused.
 
@@ -39,11 +39,11 @@ def _status_mb(key: str) -> float:
 
 def folder(args, dtype: str) -> str:
     """The partition folder of the graph with features stored as ``dtype`` (written on first use)."""
-    tag = os.path.basename(args.graph).rsplit(".", 1)[0] if args.graph else f"scale{args.scale:g}"
+    import bench_dist  # the same graph, features and labels as the distributed benchmark (sys.path[0] = scripts/)
+    tag = bench_dist.graph_tag(args)
     path = os.path.join(args.cache_dir, f"mem_{tag}_{args.method}{args.parts}_d{args.dim}_{dtype}")
     if os.path.exists(os.path.join(path, "META.json")):
         return path
-    import bench_dist  # the same graph, features and labels as the distributed benchmark (sys.path[0] = scripts/)
     from pyg_dist.partition import Partitioner
     data = bench_dist.benchmark_data(args)
     t0 = time.time()
@@ -86,7 +86,7 @@ def plot(args, rows, src: str) -> None:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--graph", default=None, help="products_like.py output ({rowptr, col, N})")
+    p.add_argument("--graph", default=None, help="a {rowptr, col, N} file (default: the generated graph at --scale)")
     p.add_argument("--scale", type=float, default=1.0, help="size of the built-in graph (1 = products)")
     p.add_argument("--cache-dir", default="/tmp/pyg_dist_bench")
     p.add_argument("--method", default="metis")

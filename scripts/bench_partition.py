@@ -2,8 +2,8 @@
 """Partitioner benchmark: wall time and peak RSS per method and part count, one table.
 
 Each configuration runs in a fresh subprocess (peak RSS from ``os.wait4`` of that child). The graph is
-the reference benchmark graph (``--graph`` = output of ``shared/bench/products_like.py``) or, without
-``--graph``, ``dcsbm_edges(--num-nodes, --num-pairs, community_size=1200)`` saved once to a temp file.
+``--graph`` (a ``{rowptr, col, N}`` file) or, without it, ``products_like_graph(--num-nodes, --num-pairs)``
+(``pyg_dist.datasets.products_like``; the defaults give the reference benchmark graph) saved once to a temp file.
 Every node gets random 100-dim float32 features, a label and an 8 % train mask, all written out.
 
     python scripts/bench_partition.py --graph /tmp/products_like.pt                  # full size
@@ -23,7 +23,7 @@ edge cut <= 1.3x METIS'. A graph larger than memory is generated straight to dis
         --methods ooc-fennel --parts 8 --memory-budget 6GB          # 1.02 B directed edges
 
 ``--plot PATH`` also draws edge cut, halo ratio, wall time and peak RSS per method and part count into the PNG
-PATH (needs matplotlib: ``pip install "pyg-dist[plot]"``; see ``scripts/bench_plot.py``).
+PATH (needs matplotlib: ``pip install matplotlib``; see ``scripts/bench_plot.py``).
 
 Target (issue 3): 4 parts with METIS in <= 60 s wall and <= 8 GB peak RSS on the full graph.
 Columns: wall / cpu (user + sys) of the whole child, load = reading the graph and making features,
@@ -92,14 +92,9 @@ def _run(args, method: str, parts: int, graph: Path, out: Path):
 
 
 def _make_graph(args, tmp: Path) -> Path:
-    import torch
-
-    from pyg_dist.datasets.synthetic import dcsbm_edges
-    row, col = dcsbm_edges(args.num_nodes, args.num_pairs, community_size=1200)
-    rowptr = torch.zeros(args.num_nodes + 1, dtype=torch.long)
-    torch.cumsum(torch.bincount(row, minlength=args.num_nodes), 0, out=rowptr[1:])
+    from pyg_dist.datasets.products_like import write_graph
     path = tmp / "graph.pt"
-    torch.save({"rowptr": rowptr, "col": col, "N": args.num_nodes}, path)
+    write_graph(path, num_nodes=args.num_nodes, num_pairs=args.num_pairs)
     return path
 
 
@@ -144,7 +139,7 @@ def _generate(args) -> None:
 def _plot(args, rows) -> None:
     """--plot: the table's edge cut, halo ratio, wall and peak RSS per method (bars per part count)."""
     import bench_plot  # sibling (sys.path[0] = scripts/)
-    src = args.graph or args.input_dir or f"dcsbm_edges({args.num_nodes}, {args.num_pairs})"
+    src = args.graph or args.input_dir or f"products_like_graph({args.num_nodes}, {args.num_pairs})"
     bench_plot.bar_chart([dict(r, method=m, parts=k) for m, k, r in rows], x="method",
                          ys={"edge_cut": "edge cut (fraction of edges)", "halo_ratio": "halo / owned nodes",
                              "wall_s": "wall s (whole child)", "peak_gib": "peak RSS GiB"},
@@ -154,7 +149,7 @@ def _plot(args, rows) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--graph", default=None, help="{rowptr, col, N} file (products_like.py output)")
+    p.add_argument("--graph", default=None, help="{rowptr, col, N} file (default: generated, see --num-nodes)")
     p.add_argument("--num-nodes", type=int, default=2_449_029)
     p.add_argument("--num-pairs", type=int, default=32_400_000)
     p.add_argument("--methods", default="metis,random,supernode")

@@ -1,7 +1,7 @@
 """The benchmark scripts' ``--plot PATH``: bar charts, one panel per column, from the rows a script prints.
 
 Uses the drawing helpers of :mod:`pyg_dist.partition.plot` (matplotlib's Agg backend, imported on first use;
-``pip install "pyg-dist[plot]"``, else a ``MissingDependencyError`` saying so). A script imports it only when
+``pip install matplotlib``, else a ``MissingDependencyError`` saying so). A script imports it only when
 ``--plot`` is given (its sibling: ``sys.path[0]`` is ``scripts/`` when a script runs)::
 
     import bench_plot

@@ -13,7 +13,7 @@ returns the test accuracy) with ``--remote-rows exact`` or ``int8``; batches are
 from the seed, so the three modes of one seed see the same batches: only the feature values differ.
 
 Datasets: Cora and CiteSeer from the raw Planetoid files under ``--root`` (default ``$PYG_DIST_DATA``, else
-``../shared/data``; a dataset whose raw files are absent is skipped with the reason), and the demo's
+``~/.cache/pyg_dist/data``; a dataset whose raw files are absent is skipped with the reason), and the demo's
 generator graph (``examples/distributed/demo.py``: its size and ``SYNTHETIC`` settings, graph seed 0).
 
 Prints ONE table: per dataset and mode the mean test accuracy (%) over ``--seeds``, its std and per-seed
@@ -70,7 +70,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                    help="epochs of every dataset (default: " + ", ".join(f"{k} {v[0]}" for k, v in SETTINGS.items())
                         + ")")
     p.add_argument("--root", "--data", dest="root", default=None,
-                   help="folder holding planetoid/{Cora,CiteSeer}/raw (default: $PYG_DIST_DATA or ../shared/data)")
+                   help="folder holding planetoid/{Cora,CiteSeer}/raw "
+                        "(default: $PYG_DIST_DATA, else ~/.cache/pyg_dist/data)")
     p.add_argument("--normalize", action="store_true",
                    help="row-normalise the Planetoid features (as PyG's NormalizeFeatures): their raw 0/1 values are "
                         "exact in bfloat16 and int8, normalised ones are not")

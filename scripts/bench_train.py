@@ -2,8 +2,8 @@
 (``concurrency=1``), batches in flight on the background loop (``concurrency=2``), and a sampler
 worker process (``num_workers=1``), for 1 rank holding the whole graph and 2 ranks on loopback.
 
-Graph, partitions, features and cache: as ``bench_dist.py`` (``--graph`` = the output of
-``shared/bench/products_like.py``, or the built-in generator at ``--scale``). Each rank trains a
+Graph, partitions, features and cache: as ``bench_dist.py`` (``--graph`` = a ``{rowptr, col, N}``
+file, else the generated reference graph at ``--scale``). Each rank trains a
 ``--layers``-layer GraphSAGE (hidden ``--hidden``, 47 classes, Adam, DDP over gloo, one torch thread)
 on batches of ``--batch-size`` seeds its partition owns, fanouts ``--fanouts``. Ranks are not pinned
 to cores: with ``concurrency > 1`` the next batches are sampled while the step trains, on whatever core
@@ -100,7 +100,7 @@ def run_config(args, method: str, parts: int, concurrency: int, workers: int) ->
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--graph", default=None, help="products_like.py output ({rowptr, col, N})")
+    p.add_argument("--graph", default=None, help="a {rowptr, col, N} file (default: the generated graph at --scale)")
     p.add_argument("--scale", type=float, default=1.0, help="size of the built-in graph (1 = products)")
     p.add_argument("--cache-dir", default="/tmp/pyg_dist_bench")
     p.add_argument("--method", default="metis", help="partitioning of the 2-rank rows")

@@ -14,20 +14,37 @@ from typing import Any, List
 MARKER = re.compile(r"^<!-- argparse: (?P<mod>[\w.]+):(?P<fn>\w+) -->$", re.M)
 
 
+CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+
+
+def _text(text: Any) -> str:
+    """``text`` as literal Markdown: ``<name>`` stays visible (not an HTML tag), ``*`` no emphasis; code spans
+    are kept as they are."""
+    parts = CODE_SPAN.split(str(text))  # [text, ticks, code, text, ticks, code, ..., text]
+    for i in range(0, len(parts), 3):
+        parts[i] = parts[i].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("*", "\\*")
+    for i in range(1, len(parts), 3):
+        parts[i] = parts[i] + parts[i + 1] + parts[i]
+        parts[i + 1] = ""
+    return "".join(parts)
+
+
 def _cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    return _text(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _row(action: argparse.Action) -> str:
-    names = ", ".join(f"`{s}`" for s in action.option_strings) or f"`{action.dest}`"
+def _row(action: argparse.Action, prog: str) -> str:
+    names = "<br>".join(f"`{s}`" for s in action.option_strings) or f"`{action.dest}`"  # one name a line
     value = "" if action.nargs == 0 else f"`{action.metavar or action.dest.upper()}`"
     if action.choices:
         value = " \\| ".join(f"`{c}`" for c in action.choices)
-    default = "" if action.default in (None, False, argparse.SUPPRESS) or action.nargs == 0 \
-        else f"`{action.default!r}`"
+    unset = action.default is None or action.default is False or action.default == argparse.SUPPRESS
+    default = "" if unset or action.nargs == 0 else f"`{action.default!r}`"
     if action.required:
         default = "required"
-    return f"| {names} | {value} | {default} | {_cell(action.help or '')} |"
+    # the help as argparse prints it (%(default)s, %% expanded), without a formatter's "(default: ...)" suffix
+    text = argparse.HelpFormatter(prog)._expand_help(action) if action.help else ""
+    return f"| {names} | {value} | {default} | {_cell(text)} |"
 
 
 def render_parser(parser: argparse.ArgumentParser) -> str:
@@ -38,8 +55,8 @@ def render_parser(parser: argparse.ArgumentParser) -> str:
         actions = [a for a in group._group_actions if a.help != argparse.SUPPRESS]
         if not actions:
             continue
-        out += [f"**{group.title}**", "", "| option | value | default | meaning |", "| --- | --- | --- | --- |"]
-        out += [_row(a) for a in actions] + [""]
+        out += [f"**{_text(group.title)}**", "", "| option | value | default | meaning |", "| --- | --- | --- | --- |"]
+        out += [_row(a, parser.prog) for a in actions] + [""]
     return "\n".join(out)
 
 

@@ -127,7 +127,7 @@ def _category(dso: str, sym: str) -> str:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--graph", default=None, help="products_like.py output ({rowptr, col, N}); default: generated")
+    p.add_argument("--graph", default=None, help="a {rowptr, col, N} file; default: the generated graph at --scale")
     p.add_argument("--scale", type=float, default=0.1, help="size of the built-in graph without --graph")
     p.add_argument("--cache-dir", default=os.path.join(tempfile.gettempdir(), "pyg_dist_bench"))
     p.add_argument("--method", default="metis")

@@ -112,7 +112,7 @@ def resume(env, ckpt) -> None:
 
 
 #: Flags that must be positive, or not negative, where an example has them.
-POSITIVE = ("epochs", "batch_size", "hidden", "num_nodes", "num_parts")
+POSITIVE = ("epochs", "batch_size", "hidden", "num_nodes", "num_parts", "eval_negatives")
 NON_NEGATIVE = ("num_workers", "max_steps")
 
 

@@ -1,7 +1,7 @@
 """Demo: partition a graph into 2 and train GraphSAGE with 2 ranks on this machine (offline).
 
     python examples/distributed/demo.py                            # built-in generator, 20k nodes
-    python examples/distributed/demo.py --dataset cora --root ../shared/data/planetoid
+    python examples/distributed/demo.py --dataset cora --root "$PYG_DIST_DATA/planetoid"
 
 It partitions the graph into a temporary folder (METIS), then launches
 ``python -m torch.distributed.run --standalone --nproc-per-node 2 node_classification.py

@@ -4,10 +4,14 @@
         --partition-dir /tmp/demo-2 --epochs 3
 
 Seed edges are the edges each partition owns (co-located with their destination), one random
-negative per positive (binary), a dot-product decoder over GraphSAGE embeddings. Rank 0 prints
-per-epoch loss and link accuracy and, last, ``test_acc=<float>``: accuracy of telling the
-positives from fresh random negatives (a transductive check; hold edges out before partitioning for a
-real evaluation). ``temporal_link_prediction.py`` runs the same loop with ``time_attr="edge_time"``.
+negative per positive (binary), a dot-product decoder over GraphSAGE embeddings. Every 20th edge (by global
+edge id) is held out of the supervision edges; after training, rank 0 prints the MRR of each held-out edge
+against ``--eval-negatives`` random corruptions of its destination, scored side by side from sampled
+neighbourhoods and from whole-graph embeddings of layer-wise inference (``held_out=... mrr_sampled=...
+eval_sampled_s=... mrr_layerwise=... eval_layerwise_s=...``; see ``link_eval.py``), then, last,
+``test_acc=<float>``: accuracy of telling the partition's edges from fresh random negatives (transductive).
+``temporal_link_prediction.py`` runs the same loop with ``time_attr="edge_time"`` (every edge supervises; no
+held-out MRR, since layer-wise inference does not respect time).
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ import torch.nn.functional as F
 from torch_geometric.sampler import NegativeSampling
 
 from common import LinkModel, check_args, checkpoint_config, parser, print0, resume, set_loss, setup, steps
+from link_eval import evaluate, split
 from pyg_dist import DistLinkNeighborLoader, InvalidArgumentError, TrainConfig, dist_session, wrap_ddp
 from pyg_dist.format import read_meta
 from pyg_dist.train.entry import run_main
@@ -27,6 +32,8 @@ from pyg_dist.train.session import all_sum
 
 def parse_args(argv=None, doc: str = __doc__):
     p = parser(doc, epochs=True, workers=True, concurrency=True, max_steps=True, checkpoints=True)
+    p.add_argument("--eval-negatives", type=int, default=20,
+                   help="random negatives per held-out edge in the MRR evaluation (not temporal)")
     return check_args(p, p.parse_args(argv))
 
 
@@ -78,8 +85,11 @@ def main(argv=None, temporal: bool = False, doc: str = __doc__) -> float:
         meta = env.graph_store.partition_meta
         time_attr = "edge_time" if temporal else None
 
+        train_edges, held_out = (None, None) if temporal else split(env)
+
         def loader(train: bool, seed: int):
-            return DistLinkNeighborLoader(env, args.num_neighbors, batch_size=args.batch_size, shuffle=train,
+            return DistLinkNeighborLoader(env, args.num_neighbors, edge_label_index=train_edges if train else None,
+                                          batch_size=args.batch_size, shuffle=train,
                                           neg_sampling=NegativeSampling("binary", 1), time_attr=time_attr,
                                           num_workers=args.num_workers, shuffle_seed=seed, seed=seed,
                                           concurrency=args.concurrency,
@@ -102,6 +112,8 @@ def main(argv=None, temporal: bool = False, doc: str = __doc__) -> float:
                             f"time={time.perf_counter() - start:.2f}s")
         finally:
             train_loader.shutdown()
+        if not temporal:        # layer-wise inference needs the trainers in the RPC world (no sampler workers)
+            print0(env, evaluate(model, env, held_out, args, layerwise=args.num_workers == 0))
         torch.manual_seed(args.seed + 1000)
         test_loader = loader(False, args.seed + 1)
         try:

@@ -116,7 +116,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--db", default=None, help="SQLite file to write Cora's node attributes to (default: a "
                    "temporary file); an existing file's attributes of the same names are replaced")
     p.add_argument("--root", default=None, help="folder with Cora/raw or planetoid/Cora/raw "
-                   "(default: $PYG_DIST_DATA, else <repo>/../shared/data)")
+                   "(default: $PYG_DIST_DATA, else ~/.cache/pyg_dist/data)")
     args = p.parse_args(argv)
     for name in ("epochs", "batch_size", "threads"):
         if getattr(args, name) <= 0:

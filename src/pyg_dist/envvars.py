@@ -73,7 +73,7 @@ ENV_VARS: Tuple[EnvVar, ...] = (
         "read once when that module is imported; `0` turns pooling off; a value that is no number >= 0 raises "
         "`InvalidArgumentError`. `set_buffer_pool_limit()` overrides it later in the process."),
     EnvVar(
-        "PYG_DIST_DATA", "path", "`<repo>/../shared/data`",
+        "PYG_DIST_DATA", "path", "`$XDG_CACHE_HOME/pyg_dist/data`, else `~/.cache/pyg_dist/data`",
         "Folder of shared real data (Planetoid raw files, ...) that `load_planetoid()` reads when it is given "
         "no `root` (`pyg_dist.datasets.planetoid.shared_data_root`); an explicit `root` wins; empty counts as "
         "unset. `dist_session()` checks at start-up that a set value does not name a file "

@@ -56,7 +56,8 @@ def check_folder(root, data, orig, num_parts, complete=True):
             n_seen[k][orig[k][ids]] += 1
             assert not complete or set(fs.attr_names(group)) == _expected_names(s, True), k
             for name in fs.attr_names(group):
-                assert torch.equal(fs.get_tensor(group, name), s[name][orig[k][ids]]), (k, name)
+                rows = orig[k] if name == "time" else orig[k][ids]  # node time: every node's, as PyG's
+                assert torch.equal(fs.get_tensor(group, name), s[name][rows]), (k, name)
         for group, k, s in edges:
             row, col = gs.get_edge_index(group, "coo")
             eid = gs.get_edge_id(group, "coo")

@@ -124,6 +124,8 @@ def _link_and_time_rank(rank, world, root_links, root_time):
     mine = _rank_split(torch.arange(0, data.num_edges, 7), rank, world)
     links = DistLinkNeighborLoader(stores, [3, 2], "127.0.0.1", port, ctx, edge_label_index=data.edge_index[:, mine],
                                    neg_sampling=NegativeSampling("binary"), batch_size=8, seed=1)
+    assert isinstance(links.dist_sampler, DistNeighborSampler) and links.dist_sampler.current_ctx is ctx
+    assert links.channel.empty() and links.dist_sampler is links.link_sampler  # PyG's attributes, one sampler
     positives = []
     for b in links:
         assert torch.equal(b.x, data.x[b.n_id]) and torch.equal(b.edge_attr, data.edge_attr[b.e_id])
@@ -137,6 +139,7 @@ def _link_and_time_rank(rank, world, root_links, root_time):
     seeds = _rank_split(torch.arange(tdata.num_nodes), rank, world)
     temporal = DistNeighborLoader((fs, gs), [-1, -1], "127.0.0.1", port, ctx, input_nodes=seeds,
                                   input_time=tdata.time[seeds], time_attr="time", dist_sampler=sampler, batch_size=32)
+    assert temporal.dist_sampler is sampler
     count = 0
     for b in temporal:
         assert torch.equal(b.time, tdata.time[b.n_id])

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import pyg_dist
 from pyg_dist.partition import Partitioner
@@ -85,6 +86,16 @@ def test_link_examples(tmp_path, script):
     # one negative per positive: chance is 0.5 (+-0.008 over the 4096 test links of 16 steps); 16 steps per
     # epoch measured 0.638 (link) / 0.665 (temporal), 0.62-0.67 on graph seeds 0, 1, 3 (4 steps: 0.53-0.61)
     assert acc > 0.56, lines
+    held = [ln for ln in lines if ln.startswith("held_out=")]
+    if script.startswith("temporal"):
+        assert not held, lines
+        return
+    # every 20th of the graph's edges, each against 20 corrupted sources: chance MRR is H(21) / 21 = 0.173
+    match = re.fullmatch(r"held_out=(\d+) negatives=20 mrr_sampled=([0-9.]+) eval_sampled_s=[0-9.]+ "
+                         r"mrr_layerwise=([0-9.]+) eval_layerwise_s=[0-9.]+", held[0])
+    assert match, held
+    assert int(match.group(1)) == int((torch.arange(data.num_edges) % 20 == 0).sum())
+    assert float(match.group(2)) > 0.2 and float(match.group(3)) > 0.2, held
 
 
 @pytest.mark.timeout(300)
@@ -221,3 +232,36 @@ def test_embedding_node_classification_learns_without_features(tmp_path):
     single = subprocess.run([sys.executable, str(EXAMPLES / "embedding_node_classification.py"), *args, "--single",
                              "--quiet"], capture_output=True, text=True, timeout=240, env=_env())
     assert _test_acc(single)[1] > 0.3
+
+
+def _layerwise_diff(folder, *args):
+    proc = _torchrun("layerwise_inference.py", "--partition-dir", str(folder), "--quiet", *args)
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-5000:])
+    lines = proc.stdout.strip().splitlines()
+    diff = re.fullmatch(r"max_abs_diff=([0-9.e+-]+)", lines[-2])
+    nodes = re.fullmatch(r"nodes=(\d+)", lines[-1])
+    assert diff and nodes, lines
+    return float(diff.group(1)), int(nodes.group(1))
+
+
+@pytest.mark.timeout(300)
+def test_layerwise_inference_example_on_cora_equals_one_process_inference(tmp_path):
+    from pyg_dist.datasets import shared_data_root
+    try:
+        data = pyg_dist.load_planetoid("cora")
+    except pyg_dist.InvalidArgumentError as exc:
+        pytest.skip(f"Cora raw files not found under {shared_data_root()} (set PYG_DIST_DATA): {exc}")
+    Partitioner(data, 2, method="metis").save(tmp_path / "cora", progress=False)
+    diff, nodes = _layerwise_diff(tmp_path / "cora")
+    assert nodes == data.num_nodes == 2708
+    assert diff <= 1e-4
+
+
+@pytest.mark.timeout(300)
+def test_layerwise_inference_example_on_a_hetero_graph_equals_one_process_inference(tmp_path):
+    data = pyg_dist.synthetic_graph(2000, 6, num_features=12, hetero=True, seed=5)
+    Partitioner(data, 2, method="metis").save(tmp_path / "het", progress=False)
+    diff, nodes = _layerwise_diff(tmp_path / "het")
+    assert nodes == 2000 and diff <= 1e-4
+    diff, nodes = _layerwise_diff(tmp_path / "het", "--target", "author", "--inference-batch-size", "50")
+    assert nodes == data["author"].num_nodes and diff <= 1e-4

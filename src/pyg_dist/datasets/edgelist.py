@@ -8,6 +8,7 @@ read from ``edges.<ext>`` and attribute files are picked up by name: ``x``, ``y`
 """
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 from typing import Dict, Optional, Union
 
@@ -27,6 +28,8 @@ def read_array(path: Union[str, Path], name: str = "path") -> torch.Tensor:
     path = Path(path)
     if not path.is_file():
         raise InvalidArgumentError(_WHERE, name, str(path), "an existing file")
+    if path.suffix == ".pt":
+        _not_a_graph(path, name)
     try:
         if path.suffix == ".npy":
             return torch.from_numpy(np.load(path, allow_pickle=False))
@@ -37,8 +40,18 @@ def read_array(path: Union[str, Path], name: str = "path") -> torch.Tensor:
             return value
         delim = "," if path.suffix == ".csv" else None
         return torch.from_numpy(np.loadtxt(path, dtype=np.int64, delimiter=delim, comments="#", ndmin=2))
-    except (OSError, ValueError, RuntimeError) as e:
-        raise InvalidArgumentError(_WHERE, name, str(path), f"a readable .npy/.pt/text array ({e})") from None
+    except (OSError, ValueError, RuntimeError, pickle.UnpicklingError) as e:
+        first = (str(e).strip().splitlines() or [""])[0]
+        raise InvalidArgumentError(_WHERE, name, str(path), f"a readable .npy/.pt/text array ({first})") from None
+
+
+def _not_a_graph(path: Path, name: str) -> None:
+    """A ``.pt`` file holding a saved PyG graph is one typed line pointing at ``--dataset pyg``."""
+    from pyg_dist.datasets.pyg_file import holds_pyg_graph
+    if holds_pyg_graph(path):
+        raise InvalidArgumentError(_WHERE, name, str(path), "an edge or attribute tensor; this file holds a saved "
+                                   "PyG graph: partition it with --dataset pyg --root FILE (Python: "
+                                   "load_dataset('pyg', FILE))")
 
 
 def _edges(path: Path) -> torch.Tensor:

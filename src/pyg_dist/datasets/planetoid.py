@@ -13,11 +13,14 @@ _NAMES = {"cora": "Cora", "citeseer": "CiteSeer", "pubmed": "PubMed"}
 
 
 def shared_data_root() -> Path:
-    """The folder holding shared real data: ``$PYG_DIST_DATA``, else ``<repo>/../shared/data``."""
+    """The folder holding shared real data: ``$PYG_DIST_DATA`` (when set and not empty), else the per-user
+    ``data/`` folder of :func:`~pyg_dist.datasets.cache.cache_home` (``$XDG_CACHE_HOME/pyg_dist/data``, else
+    ``~/.cache/pyg_dist/data``); nothing outside the user's own folders is looked at by default."""
     env = os.environ.get("PYG_DIST_DATA")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[3].parent / "shared" / "data"
+    from pyg_dist.datasets.cache import cache_home
+    return cache_home() / "data"
 
 
 def _raw_dir(root: Path, name: str) -> Optional[Path]:
@@ -43,7 +46,7 @@ def load_planetoid(name: str, root: Union[str, Path, None] = None):
         A ``torch_geometric.data.Data`` with ``x``, ``y``, ``edge_index`` and the split masks.
 
     Example:
-        >>> data = load_planetoid("cora", "../shared/data/planetoid")  # doctest: +SKIP
+        >>> data = load_planetoid("cora", "/data/shared/planetoid")  # doctest: +SKIP
     """
     from torch_geometric.datasets import Planetoid
 

@@ -2,8 +2,11 @@
 
 Names: ``cora`` / ``citeseer`` / ``pubmed`` (Planetoid raw files), ``ogbn-*`` (an unpacked OGB
 node-property folder), ``edgelist`` (``root`` = edge file or folder), ``synthetic`` (the built-in
-generator; ``opts`` are :func:`~pyg_dist.datasets.synthetic.synthetic_graph` arguments) and ``products_like``
-(``root`` = a ``{rowptr, col, N}`` file written by the shared benchmark generator).
+generator; ``opts`` are :func:`~pyg_dist.datasets.synthetic.synthetic_graph` arguments), ``products_like``
+(the reference benchmark graph of :mod:`pyg_dist.datasets.products_like`, generated on first use and cached per
+user; option ``num_nodes``: a smaller graph of that shape; or ``root`` = an existing ``{rowptr, col, N}`` file)
+and ``pyg`` (``root`` = a ``Data`` / ``HeteroData`` saved with ``torch.save``, or an ``InMemoryDataset``'s
+processed file of one graph; :func:`~pyg_dist.datasets.pyg_file.load_pyg_file`).
 
 Every reader takes ``undirected``: ``True`` adds the reverse of every edge whose reverse is missing
 (:func:`~pyg_dist.datasets.direction.symmetrize`; idempotent, so an already symmetric graph is unchanged and no
@@ -20,11 +23,11 @@ from typing import Any, Optional, Union
 import torch
 
 from pyg_dist.datasets.direction import symmetrize
-from pyg_dist.errors import InvalidArgumentError
+from pyg_dist.errors import InvalidArgumentError, check_positive_int
 
 _WHERE = "load_dataset"
 PLANETOID = ("cora", "citeseer", "pubmed")
-NAMES = PLANETOID + ("ogbn-<name>", "edgelist", "synthetic", "products_like")
+NAMES = PLANETOID + ("ogbn-<name>", "edgelist", "synthetic", "products_like", "pyg")
 
 
 def _check_opts(fn, opts, name):
@@ -37,7 +40,7 @@ def _check_opts(fn, opts, name):
 
 def load_csr_file(path: Union[str, Path], x_dim: int = 0, num_classes: int = 0, train_frac: float = 0.0,
                   seed: int = 0):
-    """Loads a ``{rowptr, col, N}`` CSR file (e.g. from ``products_like.py``) as a ``Data``.
+    """Loads a ``{rowptr, col, N}`` CSR file (e.g. from :mod:`pyg_dist.datasets.products_like`) as a ``Data``.
 
     Optionally adds random float32 features ``x`` (``x_dim`` columns), random labels ``y`` and a random
     ``train_mask`` covering ``train_frac`` of the nodes (benchmark stand-ins).
@@ -116,9 +119,28 @@ def _load(key: str, name: str, root, undirected: Optional[bool], opts: dict):
         _check_opts(synthetic_graph, opts, key)
         return synthetic_graph(**opts)
     if key == "products_like":
-        _check_opts(load_csr_file, opts, key)
-        return load_csr_file(_need_root(root, key), **opts)
+        return _products_like(root, dict(opts))
+    if key == "pyg":
+        from pyg_dist.datasets.pyg_file import load_pyg_file
+        _check_opts(load_pyg_file, opts, key)
+        return load_pyg_file(_need_root(root, key), **opts)
     raise InvalidArgumentError(_WHERE, "name", name, f"one of {list(NAMES)}")
+
+
+def _products_like(root, opts: dict):
+    """``products_like``: ``root`` (a ``{rowptr, col, N}`` file), else the generated graph with ``num_nodes``
+    nodes (default ogbn-products' count; the drawn pairs in proportion), cached per user."""
+    from pyg_dist.datasets import products_like as pl
+    num_nodes = opts.pop("num_nodes", None)
+    _check_opts(load_csr_file, opts, "products_like")
+    if root is not None:
+        if num_nodes is not None:
+            raise InvalidArgumentError(_WHERE, "num_nodes", num_nodes, "not given with a 'products_like' root "
+                                       "(the file fixes the graph)")
+        return load_csr_file(_need_root(root, "products_like"), **opts)
+    n = pl.PRODUCTS_NODES if num_nodes is None else check_positive_int(_WHERE, "num_nodes", num_nodes)
+    pairs = pl.PRODUCTS_PAIRS if n == pl.PRODUCTS_NODES else round(pl.PRODUCTS_PAIRS * n / pl.PRODUCTS_NODES)
+    return load_csr_file(pl.products_like_file(n, pairs), **opts)
 
 
 def _need_root(root, name) -> Path:

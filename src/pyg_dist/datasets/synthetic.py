@@ -8,10 +8,7 @@ set into several node types (edges keep their community structure across types).
 """
 from __future__ import annotations
 
-import logging
-import os
-import time
-from typing import Optional, Sequence, Tuple
+from typing import Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -19,7 +16,6 @@ from torch import Tensor
 from pyg_dist.errors import InvalidArgumentError, check_positive_int
 
 _WHERE = "synthetic_graph"
-LOG = logging.getLogger("pyg_dist")
 
 
 def _draw(cdf: Tensor, lo: Tensor, hi: Tensor, gen: torch.Generator) -> Tensor:
@@ -38,8 +34,21 @@ def dcsbm_edges(num_nodes: int, num_pairs: int, community_size: int = 1200, intr
     source's community. :func:`synthetic_graph` relabels the nodes randomly afterwards.
     """
     gen = torch.Generator().manual_seed(seed)
+    src, dst = dcsbm_pairs(num_nodes, num_pairs, community_size, intra_frac, power, gen, chunk)
+    keep = src != dst
+    src, dst = src[keep], dst[keep]
+    key = torch.unique(torch.cat([src * num_nodes + dst, dst * num_nodes + src]))
+    return key // num_nodes, key % num_nodes
+
+
+def dcsbm_pairs(num_nodes: int, num_pairs: int, community_size: int, intra_frac: float, power: float,
+                gen: torch.Generator, chunk: int = 8_000_000) -> Tuple[Tensor, Tensor]:
+    """The ``num_pairs`` drawn ``(src, dst)`` pairs of :func:`dcsbm_edges`, in draw order (self loops and
+    duplicates kept). The draws consume ``gen`` in a fixed order: a random rank per node, then per ``chunk``
+    of pairs the sources, the intra-community coins and the destinations."""
     weight = (torch.randperm(num_nodes, generator=gen).double() + 1.0).pow(-power)
     cdf = torch.cat([torch.zeros(1, dtype=torch.float64), torch.cumsum(weight, 0)])
+    del weight
     total = cdf[-1].item()
     srcs, dsts = [], []
     for start in range(0, num_pairs, chunk):
@@ -52,11 +61,9 @@ def dcsbm_edges(num_nodes: int, num_pairs: int, community_size: int = 1200, intr
         hi = torch.where(intra, cdf[torch.clamp((comm + 1) * community_size, max=num_nodes)], zeros + total)
         srcs.append(src)
         dsts.append(_draw(cdf, lo, hi, gen))
-    src, dst = torch.cat(srcs), torch.cat(dsts)
-    keep = src != dst
-    src, dst = src[keep], dst[keep]
-    key = torch.unique(torch.cat([src * num_nodes + dst, dst * num_nodes + src]))
-    return key // num_nodes, key % num_nodes
+    if len(srcs) <= 1:  # no copy of the only chunk; no pairs: empty id tensors
+        return (srcs[0], dsts[0]) if srcs else (torch.empty(0, dtype=torch.long), torch.empty(0, dtype=torch.long))
+    return torch.cat(srcs), torch.cat(dsts)
 
 
 def _split_masks(n: int, split: Sequence[float], gen: torch.Generator):
@@ -188,35 +195,3 @@ def _to_hetero(row, col, x, y, attrs, node_types, split, gen):
                 if key in attrs:
                     store[key] = attrs[key][sel]
     return data
-
-
-#: ogbn-products' node count and the undirected pairs drawn for the reference benchmark graph.
-PRODUCTS_NODES, PRODUCTS_PAIRS = 2_449_029, 32_400_000
-
-
-def products_like_csr(scale: float = 1.0, cache_dir: str = "/tmp/pyg_dist_bench",
-                      graph: Optional[str] = None) -> dict:
-    """The benchmark graph as a symmetric CSR ``{rowptr, col, N}`` (so CSR == CSC).
-
-    Args:
-        scale: Fraction of ogbn-products' size for the built-in generator (1 = 2.4 M nodes, ~62 M
-            directed edges, communities of 1,200 nodes, 85 % of edges inside a community).
-        cache_dir: Where a generated graph is cached for the next run.
-        graph: A file written by ``shared/bench/products_like.py`` (used instead of generating).
-    """
-    if graph:
-        g = torch.load(graph, weights_only=True)
-        return {"rowptr": g["rowptr"].long(), "col": g["col"].long(), "N": int(g["N"])}
-    os.makedirs(cache_dir, exist_ok=True)
-    path = os.path.join(cache_dir, f"products_like_scale{scale:g}.pt")
-    if os.path.exists(path):
-        return torch.load(path, weights_only=True)
-    n, pairs = max(int(PRODUCTS_NODES * scale), 2), max(int(PRODUCTS_PAIRS * scale), 1)
-    t0 = time.time()
-    dst, src = dcsbm_edges(n, pairs, community_size=1200, intra_frac=0.85, seed=0)  # sorted by dst
-    rowptr = torch.zeros(n + 1, dtype=torch.int64)
-    torch.cumsum(torch.bincount(dst, minlength=n), 0, out=rowptr[1:])
-    g = {"rowptr": rowptr, "col": src.contiguous(), "N": n}
-    torch.save(g, path)
-    LOG.info("generated %s: N=%s E=%s in %.0f s", path, f"{n:,}", f"{src.numel():,}", time.time() - t0)
-    return g

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from pyg_dist.distributed.dist_loader import DistLoader, WithLabels, begin_loader
+from pyg_dist.distributed.dist_loader import DistLoader, begin_loader, end_loader
 from pyg_dist.distributed.stores import time_attr_of
-from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.loader import dist_link_loader
+from pyg_dist.loader._checks import check_time_args
 
 
 class DistLinkNeighborLoader(dist_link_loader.DistLinkNeighborLoader, DistLoader):
@@ -26,9 +26,7 @@ class DistLinkNeighborLoader(dist_link_loader.DistLinkNeighborLoader, DistLoader
                  time_attr: Optional[str] = None, transform: Optional[Callable] = None, concurrency: int = 1,
                  num_rpc_threads: int = 16, filter_per_worker: Optional[bool] = False, async_sampling: bool = True,
                  device=None, **kwargs):
-        if (edge_label_time is not None) != (time_attr is not None):
-            raise InvalidArgumentError(type(self).__name__, "edge_label_time", edge_label_time,
-                                       "given together with time_attr (both for temporal sampling, or neither)")
+        check_time_args(type(self).__name__, "edge_label_time", edge_label_time, time_attr, both=True)  # PyG's rule
         fs, gs, extra = begin_loader(self, data, current_ctx, master_addr, master_port, num_rpc_threads, dist_sampler,
                                async_sampling, kwargs)
         super().__init__((fs, gs), num_neighbors, edge_label_index=edge_label_index, edge_label=edge_label,
@@ -36,7 +34,7 @@ class DistLinkNeighborLoader(dist_link_loader.DistLinkNeighborLoader, DistLoader
                          disjoint=disjoint, temporal_strategy=temporal_strategy, neg_sampling=neg_sampling,
                          neg_sampling_ratio=neg_sampling_ratio, time_attr=time_attr_of(gs, time_attr),
                          filter_per_worker=filter_per_worker, concurrency=concurrency, **extra, **kwargs)
-        self.transform = WithLabels(fs, self.input_data.input_type, transform)
+        end_loader(self, fs, transform, device)
 
     def __repr__(self) -> str:
         return DistLoader.__repr__(self)

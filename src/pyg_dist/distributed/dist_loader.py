@@ -42,6 +42,24 @@ class WithLabels:
         return data if self.transform is None else self.transform(data)
 
 
+class Channel:
+    """PyG's ``loader.channel`` (an ``mp.Queue`` there, with ``async_sampling``): batches never pass through
+    it here, so it is always empty; it has the queue methods PyG's scripts call."""
+
+    def empty(self) -> bool:
+        """Always ``True``."""
+        return True
+
+    def qsize(self) -> int:
+        """Always ``0``."""
+        return 0
+
+    def get_nowait(self):
+        """Raises ``queue.Empty``, as an empty queue does."""
+        import queue
+        raise queue.Empty
+
+
 def _serves(fs) -> bool:
     """Whether this process already answers lookups for ``fs``'s folder and partition."""
     from pyg_dist import rpc
@@ -58,6 +76,17 @@ def _barrier() -> None:
     import torch.distributed as dist
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
+
+
+def _at_exit(fn: Callable[[], None]) -> None:
+    """Runs ``fn`` at interpreter exit BEFORE thread pools stop taking work (``threading``'s exit hook), so
+    that a graceful RPC shutdown still answers the peers that sample through this process meanwhile
+    (``atexit`` runs after; PyG's test processes end as soon as their own loop does)."""
+    import threading
+    hook = getattr(threading, "_register_atexit", None)
+    if hook is not None:
+        hook(fn)
+    atexit.register(fn)  # also there (a no-op once RPC is left): processes that run only atexit's handlers
 
 
 def _leave_rpc() -> None:
@@ -106,7 +135,7 @@ class DistLoader:
         if self.num_workers == 0:
             serve_partition(gs, fs)
             rpc.init_rpc(ctx, call_timeout=self.rpc_timeout, num_threads=self.num_rpc_threads)
-            atexit.register(_leave_rpc)
+            _at_exit(_leave_rpc)
         return ctx
 
     def channel_get(self, out: Any) -> Any:
@@ -138,7 +167,8 @@ def begin_loader(loader: DistLoader, data, current_ctx, master_addr, master_port
     fs, gs = check_stores(where, data)
     if not isinstance(async_sampling, bool):
         raise InvalidArgumentError(where, "async_sampling", async_sampling, "a bool")
-    DistLoader.__init__(loader, current_ctx, master_addr, master_port, None, num_rpc_threads,
+    DistLoader.__init__(loader, current_ctx, master_addr, master_port, Channel() if async_sampling else None,
+                        num_rpc_threads,
                         kwargs.pop("rpc_timeout", 180), dist_sampler, **kwargs)
     ctx = loader._world(fs, gs)
     extra = {"ctx": ctx, "seed_split": "rank", "neighbor_sampler": dist_sampler}
@@ -148,4 +178,14 @@ def begin_loader(loader: DistLoader, data, current_ctx, master_addr, master_port
     return fs, gs, extra
 
 
-__all__ = ["DistLoader", "WithLabels", "begin_loader"]
+def end_loader(loader: DistLoader, fs, transform, device) -> None:
+    """Common last steps: PyG's ``transform`` with ``labels``, and ``dist_sampler`` (PyG's class) when the
+    loader built its own."""
+    from pyg_dist.distributed.dist_neighbor_sampler import adopt
+    loader.transform = WithLabels(fs, loader.input_data.input_type, transform)  # type: ignore[attr-defined]
+    if loader.dist_sampler is None:
+        sampler = getattr(loader, "node_sampler", None) or getattr(loader, "link_sampler", None)
+        loader.dist_sampler = adopt(sampler, loader.current_ctx, loader.channel, device)
+
+
+__all__ = ["Channel", "DistLoader", "WithLabels", "begin_loader", "end_loader"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from pyg_dist.distributed.dist_loader import DistLoader, WithLabels, begin_loader
+from pyg_dist.distributed.dist_loader import DistLoader, begin_loader, end_loader
 from pyg_dist.distributed.stores import time_attr_of
 from pyg_dist.loader import dist_node_loader
 
@@ -32,7 +32,7 @@ class DistNeighborLoader(dist_node_loader.DistNeighborLoader, DistLoader):
                          subgraph_type=subgraph_type, disjoint=disjoint, temporal_strategy=temporal_strategy,
                          time_attr=time_attr_of(gs, time_attr), filter_per_worker=filter_per_worker,
                          concurrency=concurrency, **extra, **kwargs)
-        self.transform = WithLabels(fs, self.input_data.input_type, transform)
+        end_loader(self, fs, transform, device)
 
     def __repr__(self) -> str:
         return DistLoader.__repr__(self)

@@ -77,4 +77,13 @@ class DistNeighborSampler(dist_neighbor.DistNeighborSampler):
         global_barrier()
 
 
-__all__ = ["DistNeighborSampler", "IGNORED_KWARGS"]
+def adopt(sampler, current_ctx, channel=None, device=None):
+    """A loader's own pyg_dist sampler as PyG's class (PyG's ``loader.dist_sampler``): the same object, with
+    PyG's attributes; a sampler of any other class (given by the user) is returned as it is."""
+    if type(sampler) is dist_neighbor.DistNeighborSampler:
+        sampler.__class__ = DistNeighborSampler  # adds methods and the three attributes below, no other state
+        sampler.current_ctx, sampler.channel, sampler.device = current_ctx, channel, device
+    return sampler
+
+
+__all__ = ["DistNeighborSampler", "IGNORED_KWARGS", "adopt"]

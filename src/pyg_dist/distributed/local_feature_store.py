@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import FeatureStore, TensorAttr
 
+from pyg_dist._types import HOMO_NODE
 from pyg_dist.distributed import memory as mem
 from pyg_dist.distributed.stores import PyGStore, book_property
 from pyg_dist.errors import InvalidArgumentError
@@ -49,12 +50,14 @@ class LocalFeatureStore(PyGStore, native_fs.LocalFeatureStore):  # type: ignore[
 
     _VIEW = ("partition_meta", "book", "partition", "_mmap", "_cols", "_cache", "_budget", "_reply_pool")
     labels: Optional[Tensor] = None
+    _full_time: Dict[Any, Tensor] = {}  # a folder's node time of every node, per node type
 
     _memory: Optional[mem.FeaturePuts]
 
     def __init__(self, data=None, mmap: bool = False):
         if data is not None:  # opened from a folder (from_partition)
             super().__init__(data, mmap)
+            self._full_time = dict(data.full_node_time)  # every node's, as PyG's
             return
         FeatureStore.__init__(self, tensor_attr_cls=native_fs.GlobalTensorAttr)
         self._memory = mem.FeaturePuts()
@@ -172,7 +175,13 @@ class LocalFeatureStore(PyGStore, native_fs.LocalFeatureStore):  # type: ignore[
 
     def _get_tensor(self, attr: TensorAttr) -> Optional[Tensor]:
         if self._memory is None:
-            return super()._get_tensor(attr)
+            full = self._node_time(attr)
+            if full is None:
+                return super()._get_tensor(attr)
+            if attr.index is None:
+                return full  # node time of EVERY node, indexed by global id (PyG's)
+            ids, _ = native_fs.check_ids(f"{_WHERE}.get_tensor", attr.index, full.size(0), attr.group_name)
+            return full.index_select(0, ids)
         where = f"{_WHERE}.get_tensor"
         group, name = self._tensor_key(where, attr)
         value = self._memory.tensors.get((group, name))
@@ -202,10 +211,28 @@ class LocalFeatureStore(PyGStore, native_fs.LocalFeatureStore):  # type: ignore[
         value = self._memory.tensors.get(self._tensor_key(f"{_WHERE}.get_tensor_size", attr))
         return None if value is None else tuple(value.shape)
 
+    def _node_time(self, attr: TensorAttr) -> Optional[Tensor]:
+        """A folder's time of every node of ``attr``'s node type when ``attr`` names it, else ``None``."""
+        if attr.attr_name != "time" or not self._full_time:
+            return None
+        group = attr.group_name
+        if not self.is_hetero and group is None:
+            group = HOMO_NODE
+        return self._full_time.get(group) if isinstance(group, str) else None
+
     def get_all_tensor_attrs(self) -> List[TensorAttr]:
-        """Every (group, attribute): the folder's, or those put (in put order)."""
+        """Every (group, attribute): those put, in put order; a folder's in the order of PyG's
+        ``from_partition`` (per node type ``x`` then ``time``, per edge type ``edge_attr`` then ``edge_time``),
+        followed by the attributes PyG's partitioner did not keep (``y``, masks, ...), by group and name."""
         if self._memory is None:
-            return super().get_all_tensor_attrs()
+            attrs = super().get_all_tensor_attrs()
+            rank = {"x": 0, "time": 1, "edge_attr": 0, "edge_time": 1}
+            nodes = [a for a in attrs if not isinstance(a.group_name, tuple)]
+            pyg = [a for a in nodes if a.attr_name in ("x", "time")]
+            pyg += [a for a in attrs if isinstance(a.group_name, tuple) and a.attr_name in ("edge_attr", "edge_time")]
+            pyg.sort(key=lambda a: (isinstance(a.group_name, tuple), _position(attrs, a.group_name),
+                                    rank[a.attr_name]))
+            return pyg + [a for a in attrs if a not in pyg]
         return [native_fs.GlobalTensorAttr(group, name) for group, name in self._memory.tensors]
 
     def __repr__(self) -> str:
@@ -230,6 +257,11 @@ class LocalFeatureStore(PyGStore, native_fs.LocalFeatureStore):  # type: ignore[
 
     def _carried(self) -> dict:  # spawned workers: re-open the folder, keep the user's labels
         return dict(super()._carried(), labels=self.labels)
+
+
+def _position(attrs: List[TensorAttr], group) -> int:
+    """Where ``group`` first appears among ``attrs`` (keeps the folder's order of types)."""
+    return next(i for i, a in enumerate(attrs) if a.group_name == group)
 
 
 def _rows_of(have: Tensor, want: Tensor) -> Tensor:

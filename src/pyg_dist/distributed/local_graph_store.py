@@ -3,14 +3,19 @@
 Two ways to build one, as in PyG: from a partition folder (``from_partition(root, pid)``: read-only, both
 folder layouts), or empty (``LocalGraphStore()``, ``from_data``, ``from_hetero_data``) and filled with
 ``put_edge_index`` / ``put_edge_id`` and PyG's settings (``node_pb``, ``edge_pb``, ``meta``,
-``partition_idx``, ``num_partitions``). Edge indices hold GLOBAL node ids; reads return what was put.
+``partition_idx``, ``num_partitions``). Edge indices hold GLOBAL node ids; reads return what was put. A
+folder's store reads as PyG's ``from_partition`` puts it: per edge type one COO ``[2, E]`` tensor sorted by
+destination (built on first read), ``get_edge_id`` aligned, and PyG's ``_edge_index`` / ``_edge_attr`` /
+``_edge_id`` dicts.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
+import torch
 from torch import Tensor
 from torch_geometric.data import EdgeAttr, GraphStore
+from torch_geometric.data.graph_store import EdgeLayout
 
 from pyg_dist.distributed import memory as mem
 from pyg_dist.distributed.stores import PyGStore, book_property
@@ -24,6 +29,24 @@ def _check_num_nodes(where: str, arg: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidArgumentError(where, arg, value, "a non-negative int (nodes in the whole graph)")
     return value
+
+
+class _Lazy(Mapping):
+    """A read-only dict whose values are built when read (a folder's ``[2, E]`` edge indices)."""
+
+    def __init__(self, keys: List[Any], value: Callable[[Any], Any]):
+        self._keys, self._value = keys, value
+
+    def __getitem__(self, key):
+        if key not in self._keys:
+            raise KeyError(key)
+        return self._value(key)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
 
 
 def _sorted(edge_index, edge_id, is_sorted: bool):
@@ -138,6 +161,48 @@ class LocalGraphStore(PyGStore, native_gs.LocalGraphStore):  # type: ignore[misc
     def is_sorted(self, value) -> None:
         self._set("is_sorted", value)
 
+    # ------------------------------------------------------------------ PyG's dictionaries
+    def _folder_coo(self, edge_type) -> Tuple[Tensor, Tensor]:
+        """``([2, E] global ids, edge ids)`` of one edge type of a folder, as PyG's ``from_partition`` puts them
+        (by destination; built on first ask, then kept)."""
+        et = self._etype("get_edge_index", edge_type)
+        cache = self.__dict__.setdefault("_coo_cache", {})
+        if et not in cache:
+            row, col = native_gs.LocalGraphStore._get_edge_index(self, EdgeAttr(et, EdgeLayout.COO))
+            cache[et] = (torch.stack((row, col)), native_gs.LocalGraphStore.get_edge_id(self, et, "coo"))
+        return cache[et]
+
+    def _folder_attrs(self) -> Dict[Tuple[Any, str], EdgeAttr]:
+        """PyG's ``(edge_type, 'coo')`` key and ``EdgeAttr`` of every edge type of a folder."""
+        out = {}
+        for et in self.edge_types:
+            public = et if self.is_hetero else None
+            size = (self.partition_meta.num_nodes[et[0]], self.partition_meta.num_nodes[et[2]])
+            out[(public, "coo")] = EdgeAttr(public, EdgeLayout.COO, is_sorted=True, size=size)
+        return out
+
+    @property
+    def _edge_index(self) -> Mapping[Tuple[Any, str], Any]:
+        """PyG's dict ``(edge_type, layout) -> edge index`` (read-only here). A folder's: ``[2, E]`` global ids
+        per ``(edge_type, 'coo')``, built when read; in memory: what was put."""
+        if self._memory is None:
+            return _Lazy(list(self._folder_attrs()), lambda key: self._folder_coo(key[0])[0])
+        return {key: value for key, (_, value) in self._memory.edge_index.items()}
+
+    @property
+    def _edge_attr(self) -> Mapping[Tuple[Any, str], EdgeAttr]:
+        """PyG's dict ``(edge_type, layout) -> EdgeAttr`` (read-only here)."""
+        if self._memory is None:
+            return self._folder_attrs()
+        return {key: attr for key, (attr, _) in self._memory.edge_index.items()}
+
+    @property
+    def _edge_id(self) -> Mapping[Tuple[Any, str], Tensor]:
+        """PyG's dict ``(edge_type, layout) -> global edge ids``, aligned with :attr:`_edge_index` (read-only)."""
+        if self._memory is None:
+            return _Lazy(list(self._folder_attrs()), lambda key: self._folder_coo(key[0])[1])
+        return dict(self._memory.edge_id)
+
     # ------------------------------------------------------------------ PyG GraphStore interface
     def _key(self, where: str, attr: EdgeAttr):
         return mem.check_edge_type(where, attr.edge_type), attr.layout.value
@@ -157,6 +222,8 @@ class LocalGraphStore(PyGStore, native_gs.LocalGraphStore):  # type: ignore[misc
 
     def _get_edge_index(self, edge_attr: EdgeAttr):
         if self._memory is None:
+            if EdgeLayout(edge_attr.layout) == EdgeLayout.COO:
+                return self._folder_coo(edge_attr.edge_type)[0]
             return super()._get_edge_index(edge_attr)
         entry = self._memory.edge_index.get(self._key(f"{_WHERE}.get_edge_index", edge_attr))
         return None if entry is None else entry[1]
@@ -184,6 +251,9 @@ class LocalGraphStore(PyGStore, native_gs.LocalGraphStore):  # type: ignore[misc
     def get_edge_id(self, *args, **kwargs) -> Optional[Tensor]:  # type: ignore[override]  # PyG's: None if not put
         """Global edge ids aligned with :meth:`get_edge_index` (``None`` in memory when none were put)."""
         if self._memory is None:
+            attr = self._edge_attr_cls.cast(*args, **kwargs)
+            if EdgeLayout(attr.layout) == EdgeLayout.COO:
+                return self._folder_coo(attr.edge_type)[1]
             return super().get_edge_id(*args, **kwargs)
         return self._memory.edge_id.get(self._key(f"{_WHERE}.get_edge_id", self._edge_attr_cls.cast(*args, **kwargs)))
 
@@ -202,9 +272,10 @@ class LocalGraphStore(PyGStore, native_gs.LocalGraphStore):  # type: ignore[misc
                 f"edge_index={len(self._memory.edge_index)})")
 
     def get_all_edge_attrs(self) -> List[EdgeAttr]:
-        """One ``EdgeAttr`` per edge type (folders: CSC) or per put (in memory, in put order)."""
+        """One ``EdgeAttr`` per edge type (folders: COO, sorted by destination, as PyG's ``from_partition``
+        puts them) or per put (in memory, in put order)."""
         if self._memory is None:
-            return super().get_all_edge_attrs()
+            return list(self._folder_attrs().values())
         return [attr for attr, _ in self._memory.edge_index.values()]
 
 

@@ -19,6 +19,7 @@ from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.format import meta as M
 from pyg_dist.store import feature_store as native_fs
 from pyg_dist.store import graph_store as native_gs
+from pyg_dist.store.folder import resolve_pid
 
 
 def _partition_books(store, edges: bool) -> Union[Tensor, Dict[Any, Tensor]]:
@@ -27,13 +28,6 @@ def _partition_books(store, edges: bool) -> Union[Tensor, Dict[Any, Tensor]]:
     nums = store.partition_meta.num_edges if edges else store.partition_meta.num_nodes
     out = {t: store.book.owner(t, torch.arange(nums[t])) for t in types}
     return out if store.is_hetero else out[types[0]]
-
-
-def resolve_pid(where: str, pid, part) -> Optional[int]:
-    """PyG's ``pid`` or pyg_dist's ``part`` (an alias): the one given; both is an error."""
-    if pid is not None and part is not None:
-        raise InvalidArgumentError(where, "part", part, f"None when pid is given (pid={pid!r}; 'part' is an alias)")
-    return pid if pid is not None else part
 
 
 def book_property(name: str, edges: bool, doc: str) -> property:

@@ -238,10 +238,13 @@ def check_time_args(where: str, seed_time_name: str, seed_time: Any, time_attr: 
     PyG's phrase ("Received conflicting '<seed times>' and 'time_attr' arguments")."""
     if time_attr is not None and not isinstance(time_attr, str):
         raise InvalidArgumentError(where, "time_attr", time_attr, "None or an attribute name")
-    conflict = f"both or neither (Received conflicting '{seed_time_name}' and 'time_attr' arguments)"
-    if seed_time is not None and time_attr is None:
+    given = seed_time is not None
+    if given == (time_attr is not None) or (not both and not given):
+        return
+    pyg = (f"Received conflicting '{seed_time_name}' and 'time_attr' arguments: '{seed_time_name}' is "
+           f"{'set' if given else 'not set'} while 'time_attr' is {'not set' if given else 'set'}.")
+    if given:
         raise InvalidArgumentError(where, seed_time_name, "<tensor>",
-                                   f"None unless time_attr is set (temporal sampling); {conflict}")
-    if both and time_attr is not None and seed_time is None:
-        raise InvalidArgumentError(where, seed_time_name, None,
-                                   f"a tensor of seed edge times when time_attr is set; {conflict}")
+                                   f"None unless time_attr is set (temporal sampling). {pyg}")
+    raise InvalidArgumentError(where, seed_time_name, None,
+                               f"a tensor of seed edge times when time_attr is set ({time_attr!r}). {pyg}")

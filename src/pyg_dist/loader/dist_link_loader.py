@@ -27,6 +27,8 @@ _WHERE = "DistLinkNeighborLoader"
 def _edge_type(meta, edge_label_index):
     """``(typed edge type, tensor or None)`` of PyG's ``edge_label_index`` forms."""
     if not meta.is_hetero:
+        if isinstance(edge_label_index, (list, tuple)) and len(edge_label_index) == 2 and edge_label_index[0] is None:
+            return HOMO_EDGE, edge_label_index[1]  # PyG's (None, [2, E]) form of store pairs
         return HOMO_EDGE, edge_label_index
     value = edge_label_index
     if isinstance(value, (list, tuple)) and len(value) == 3 and all(isinstance(v, str) for v in value):
@@ -132,10 +134,7 @@ class DistLinkNeighborLoader(DeviceBatches, dist_base.DistLoaderMixin, KeyedLink
                  feature_dtype: Optional[Union[str, torch.dtype]] = dist_base.FROM_CONFIG,
                  remote_rows: str = dist_base.FROM_CONFIG, device: Any = dist_base.FROM_CONFIG,
                  gpu_cache: Any = dist_base.FROM_CONFIG, **kwargs):
-        if time_attr is not None and not isinstance(time_attr, str):
-            raise InvalidArgumentError(_WHERE, "time_attr", time_attr, "None or an attribute name")
-        if edge_label_time is not None and time_attr is None:
-            raise InvalidArgumentError(_WHERE, "edge_label_time", "<tensor>", "None unless time_attr is set")
+        _checks.check_time_args(_WHERE, "edge_label_time", edge_label_time, time_attr, both=False)
         fs, gs, ctx = dist_base.begin(self, _WHERE, data, ctx, seed, kwargs, feature_dtype)
         meta = gs.partition_meta
         et, index = _edge_type(meta, edge_label_index)

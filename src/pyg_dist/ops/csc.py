@@ -80,7 +80,7 @@ class CSC:
     @staticmethod
     def from_edge_index(edge_index: Tensor, num_dst: int, *, edge_id: Optional[Tensor] = None,
                         weight: Optional[Tensor] = None, edge_time: Optional[Tensor] = None,
-                        is_sorted: bool = False) -> "CSC":
+                        is_sorted: bool = False, sort_key: Optional[Tensor] = None) -> "CSC":
         """Builds the CSC of ``edge_index = [src; dst]`` (global edge ids default to ``arange(E)``).
 
         Args:
@@ -91,12 +91,19 @@ class CSC:
             weight: Per-edge weights aligned with ``edge_index``.
             edge_time: Per-edge timestamps aligned with ``edge_index``.
             is_sorted: ``edge_index`` is already sorted by destination (skips the sort).
+            sort_key: Per-edge second key: each destination's in-edges ordered by it (a stable sort, ties
+                keep their input order), as PyG orders them by source node time or edge time; unused when
+                ``is_sorted``.
         """
         src, dst = edge_index[0].long(), edge_index[1].long()
         eid = None if edge_id is None else edge_id.long()
         if not is_sorted:
             eid = torch.arange(src.numel(), device=src.device) if eid is None else eid
-            perm = torch.sort(dst, stable=True).indices
+            if sort_key is None:
+                perm = torch.sort(dst, stable=True).indices
+            else:  # by (dst, sort_key): stable sorts by the second key, then the first
+                perm = torch.sort(sort_key.view(-1), stable=True).indices
+                perm = perm[torch.sort(dst[perm], stable=True).indices]
             src, dst, eid = src[perm], dst[perm], eid[perm]
             weight = None if weight is None else weight[perm]
             edge_time = None if edge_time is None else edge_time[perm]

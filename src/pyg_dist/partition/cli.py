@@ -2,17 +2,18 @@ r"""``pyg-dist-partition`` / ``scripts/partition_graph.py``: partition a dataset
 
 Example::
 
-    pyg-dist-partition --dataset cora --root ../shared/data/planetoid --num-parts 2 --method metis \
+    pyg-dist-partition --dataset cora --root "$PYG_DIST_DATA/planetoid" --num-parts 2 --method metis \
         --out /tmp/cora-2
     pyg-dist-partition --dataset synthetic --num-nodes 100000 --hetero --node-time --num-parts 4 \
         --method supernode --num-clusters 256 --sub-parts 2 --out /tmp/syn-4
     pyg-dist-partition --dataset chunked --root /data/graph --num-parts 8 --method coarsen \
         --memory-budget 8GB --out /data/graph-8      # out-of-core (see pyg_dist.partition.ooc.partitioner)
     torchrun --nnodes 2 --nproc-per-node 1 ... -m pyg_dist.partition.cli --dataset chunked ...  # 2 machines
-    pyg-dist-partition --dataset products_like --root products_like.pt --num-parts 2 --feature-dtype bfloat16 \
-        --out /tmp/products-2                    # features stored as bfloat16: half the bytes per machine
+    pyg-dist-partition --dataset products_like --x-dim 100 --num-parts 2 --feature-dtype bfloat16 \
+        --out /tmp/products-2                    # the benchmark graph (generated once, cached); bfloat16 features
+    pyg-dist-partition --dataset pyg --root graph.pt --num-parts 2 --out /tmp/graph-2   # torch.save(data, ...)
     pyg-dist-partition --verify /tmp/cora-2      # every file's size and digest against META.json, per partition
-    pyg-dist-partition --dataset cora --root ../shared/data/planetoid --num-parts 4 --out /tmp/cora-4 \
+    pyg-dist-partition --dataset cora --root "$PYG_DIST_DATA/planetoid" --num-parts 4 --out /tmp/cora-4 \
         --plot                                   # also /tmp/cora-4/partition_report.png (needs matplotlib)
 """
 from __future__ import annotations
@@ -34,14 +35,33 @@ from pyg_dist.partition.writer import check_output
 _SYNTH = {"num_nodes": int, "avg_degree": float, "num_features": int, "num_classes": int,
           "community_size": int, "edge_dim": int, "intra_frac": float, "noise": float}
 _SYNTH_FLAGS = ("hetero", "node_time", "edge_time", "edge_weight")
+#: Help of the built-in generator's options (defaults: :func:`~pyg_dist.datasets.synthetic.synthetic_graph`).
+_SYNTH_HELP = {
+    "num_nodes": "synthetic: nodes over all types (default 10000); edgelist / chunked: node count "
+                 "(default: the rows of a node file, else the highest id + 1); products_like without --root: "
+                 "a graph of the same shape with this many nodes (default 2449029, ogbn-products' count)",
+    "avg_degree": "synthetic: mean directed edges per node before deduplication (default 10)",
+    "num_features": "synthetic: width of x (default 32)",
+    "num_classes": "synthetic: label classes, community c has class c mod num-classes (default 8); "
+                   "products_like: random labels y in that many classes (default: no y)",
+    "community_size": "synthetic: nodes per community (default 200)",
+    "edge_dim": "synthetic: width of edge_attr (default 0: none)",
+    "intra_frac": "synthetic: share of the edges inside a community, in [0, 1] (default 0.85)",
+    "noise": "synthetic: standard deviation of the feature noise around the class centroids (default 3.0)",
+    "hetero": "synthetic: a HeteroData of node types paper / author / field (the first carries y and the masks)",
+    "node_time": "synthetic: add an int64 node attribute time in [0, 100)",
+    "edge_time": "synthetic: add an int64 edge attribute edge_time (the same both ways of an edge)",
+    "edge_weight": "synthetic: add a float edge_weight in (0, 1]",
+}
 _PLANETOID = ("cora", "citeseer", "pubmed")
 _OOC_OPTS = ("memory_budget", "chunk_size", "passes")
 #: Which datasets each reader-specific option applies to ("ogbn" stands for every ``ogbn-*`` name);
 #: giving an option to a dataset it does not apply to is an error, never a silent no-op.
 _APPLIES = {
-    "root": _PLANETOID + ("ogbn", "edgelist", "products_like", "chunked"),
+    "root": _PLANETOID + ("ogbn", "edgelist", "products_like", "pyg", "chunked"),
     "split": ("ogbn",), "attr": ("edgelist",), "x_dim": ("products_like",), "train_frac": ("products_like",),
-    "num_nodes": ("synthetic", "edgelist", "chunked"), "num_classes": ("synthetic", "products_like"),
+    "num_nodes": ("synthetic", "edgelist", "chunked", "products_like"),
+    "num_classes": ("synthetic", "products_like"),
     **{k: ("synthetic",) for k in _SYNTH if k not in ("num_nodes", "num_classes")},
     **{k: ("synthetic",) for k in _SYNTH_FLAGS},
 }
@@ -53,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--dataset", required=True,
                    help="cora | citeseer | pubmed | ogbn-<name> | edgelist | synthetic | products_like | "
+                        "pyg (--root = a Data / HeteroData saved with torch.save) | "
                         "chunked (a folder read in chunks, partitioned out-of-core)")
     p.add_argument("--root", default=None, help="where the data lies (folder or file; not for synthetic)")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -86,19 +107,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="out-of-core: edges per chunk (default from the budget)")
     p.add_argument("--passes", type=int, default=None, help="out-of-core: fennel passes / coarsen refinement passes")
     p.add_argument("--out", required=True, help="output folder (must be empty unless --overwrite)")
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace --out even if it holds files (the new partition takes the whole folder's place)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--plot", action="store_true",
                    help="also draw nodes, edges, halo nodes and training nodes per part into "
-                        "OUT/partition_report.png (needs matplotlib: pip install \"pyg-dist[plot]\")")
+                        "OUT/partition_report.png (needs matplotlib: pip install matplotlib)")
     p.add_argument("--verify", metavar="DIR", default=None,
                    help="instead of partitioning: check the folder DIR (every file's size and content digest "
                         "against META.json, the stamps), one line per partition; exit 1 on any problem")
     g = p.add_argument_group("synthetic")
     for name, typ in _SYNTH.items():
-        g.add_argument("--" + name.replace("_", "-"), type=typ, default=None)
+        g.add_argument("--" + name.replace("_", "-"), type=typ, default=None, help=_SYNTH_HELP[name])
     for name in _SYNTH_FLAGS:
-        g.add_argument("--" + name.replace("_", "-"), action="store_true")
+        g.add_argument("--" + name.replace("_", "-"), action="store_true", help=_SYNTH_HELP[name])
     g = p.add_argument_group("ogbn-* / edgelist / products_like")
     g.add_argument("--split", default=None, help="ogbn: split scheme folder")
     g.add_argument("--attr", action="append", default=[], metavar="NAME=FILE",
@@ -230,7 +252,8 @@ def dataset_options(args: argparse.Namespace) -> Dict[str, Any]:
             opts["files"] = files
         return opts
     if name == "products_like":
-        opts = {"x_dim": args.x_dim, "num_classes": args.num_classes, "train_frac": args.train_frac}
+        opts = {"x_dim": args.x_dim, "num_classes": args.num_classes, "train_frac": args.train_frac,
+                "num_nodes": args.num_nodes}
         return {k: v for k, v in opts.items() if v is not None}
     return {}
 

@@ -1,7 +1,7 @@
 """Charts of a partitioning (``pyg-dist-partition --plot``): nodes, edges, halo nodes and training nodes per part.
 
-matplotlib is optional (``pip install "pyg-dist[plot]"``); it is imported on first use and draws with its Agg
-backend on a figure of its own (no ``pyplot``, so no global backend switch and no window). The same small
+matplotlib is optional (``pip install matplotlib``, the ``plot`` extra); it is imported on first use and draws
+with its Agg backend on a figure of its own (no ``pyplot``, so no global backend switch and no window). The same small
 helpers draw the benchmark scripts' charts (``scripts/bench_plot.py``).
 
 Example:
@@ -23,7 +23,7 @@ from pyg_dist.errors import FileWriteError, MissingDependencyError
 #: The file ``pyg-dist-partition --plot`` writes into the output folder.
 REPORT_PNG = "partition_report.png"
 #: What to install for the charts.
-PLOT_EXTRA = '"pyg-dist[plot]"'
+PLOT_EXTRA = "matplotlib"  # the plot extra's one package (pip install -e ".[plot]" from a clone)
 #: Panel title -> bar label -> one value per category (per part, per method, ...), as drawn.
 Series = Dict[str, Dict[str, List[float]]]
 
@@ -32,7 +32,7 @@ def load_matplotlib(needed_for: str = "drawing charts") -> Tuple[Any, Any]:
     """``(Figure, FigureCanvasAgg)`` from matplotlib, imported now.
 
     Raises:
-        MissingDependencyError: matplotlib is not installed; the message says ``pip install "pyg-dist[plot]"``.
+        MissingDependencyError: matplotlib is not installed; the message says ``pip install matplotlib``.
     """
     try:
         figure = importlib.import_module("matplotlib.figure")
@@ -144,7 +144,7 @@ def plot_partition_report(stats: Dict[str, Any], path: Union[str, Path], label: 
     A graph without a ``train_mask`` gets an empty training-nodes panel that says so.
 
     Raises:
-        MissingDependencyError: matplotlib is not installed (``pip install "pyg-dist[plot]"``).
+        MissingDependencyError: matplotlib is not installed (``pip install matplotlib``, the ``plot`` extra).
         FileWriteError: the PNG could not be written.
     """
     series = partition_series(stats)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import warnings
 from typing import Any, Iterator, Optional
 
 import torch
@@ -20,6 +21,11 @@ from .state import torch_rpc
 from .transport import Transport, check_port_free, run_bounded
 
 TP_TRANSPORTS_ENV = "PYG_DIST_RPC_TRANSPORTS"
+#: What torch prints, once per rank, from inside ``torch.distributed.rpc.init_rpc`` with a fixed world size: its
+#: start-up (``rpc.backend_registry``) exchanges the device maps by ``all_gather_object`` over a bare
+#: ``ProcessGroupGloo`` backend it builds itself, and ``all_gather_object`` calls that deprecated. The call is
+#: torch's own (pyg_dist's collectives pass process groups), so only this message is ignored, while init_rpc runs.
+TORCH_RPC_INIT_WARNING = r"You are using a Backend .* as a ProcessGroup"
 
 
 def _remote_serve(op: str, payload: Any, partitioning: Optional[str] = None) -> callees.CallReply:
@@ -39,6 +45,13 @@ def _transport_kwargs() -> dict:
     if not names or any(n not in ("uv", "shm", "ibv") for n in names):
         raise InvalidArgumentError("init_rpc", TP_TRANSPORTS_ENV, value, "'default' or a comma list of uv, shm, ibv")
     return {"_transports": names}
+
+
+def _init_torch_rpc(rpc: Any, name: str, ctx: DistContext, opts: Any) -> None:
+    """``rpc.init_rpc`` without torch's own deprecation line (:data:`TORCH_RPC_INIT_WARNING`)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=TORCH_RPC_INIT_WARNING)
+        rpc.init_rpc(name, rank=ctx.rpc_rank, world_size=ctx.rpc_world_size, rpc_backend_options=opts)
 
 
 @contextlib.contextmanager
@@ -83,8 +96,7 @@ class TensorPipeTransport(Transport):
             if ctx.hosts_rpc_store:
                 leave.host_store(ctx, timeout)
             with _without_env(drop):
-                run_bounded(lambda: rpc.init_rpc(name, rank=ctx.rpc_rank, world_size=ctx.rpc_world_size,
-                                                 rpc_backend_options=opts), timeout, what)
+                run_bounded(lambda: _init_torch_rpc(rpc, name, ctx, opts), timeout, what)
         except RpcTimeoutError as exc:
             raise RpcTimeoutError(f"{exc}; did every rank start, and is {method} reachable?") from None
         except Exception as exc:

@@ -53,9 +53,13 @@ def _build_graph(data, time_attr, weight_attr, is_sorted: bool, share_memory: bo
     node_time = {t: normalize_time(s[time_attr]) for t, s in nodes if time_attr in s} if level == "node" else {}
     csc = {}
     for et, s in edges:
-        csc[et] = CSC.from_edge_index(_edge_index(s, et), num_nodes[et[2]], weight=_weight(s, et, weight_attr),
-                                      edge_time=s[time_attr].view(-1) if level == "edge" and time_attr in s else None,
-                                      is_sorted=is_sorted).validate(_WHERE)
+        edge_index = _edge_index(s, et)
+        edge_time = s[time_attr].view(-1) if level == "edge" and time_attr in s else None
+        src_time = node_time.get(et[0])  # PyG's order of in-neighbours: by source time, or by edge time
+        key = edge_time if level == "edge" else (None if src_time is None or is_sorted
+                                                 else src_time[edge_index[0].long()])
+        csc[et] = CSC.from_edge_index(edge_index, num_nodes[et[2]], weight=_weight(s, et, weight_attr),
+                                      edge_time=edge_time, is_sorted=is_sorted, sort_key=key).validate(_WHERE)
         if compact:
             csc[et] = csc[et].compact()
         if share_memory:

@@ -248,13 +248,24 @@ def _node_time(where: str, fs, view: PairView, time_attr: str) -> Dict[NodeType,
     return out
 
 
+def _time_key(et, edge_index: Tensor, times, node_time, is_sorted: bool) -> Optional[Tensor]:
+    """The second sort key of ``et``'s in-edges (PyG's order for temporal sampling: source node time, or edge
+    time); ``None`` when the graph store says its edges are sorted already (PyG then trusts their order)."""
+    if is_sorted:
+        return None
+    if et in times:
+        return times[et]
+    src_time = node_time.get(et[0])
+    return None if src_time is None else src_time[edge_index[0]]
+
+
 def pair_graph(where: str, data, time_attr: Optional[str], weight_attr: Optional[str], is_sorted: bool,
                share_memory: bool):
     """``(SamplingGraph, time level, PairView)`` of a store pair (cached per pair and options)."""
     from pyg_dist.sampler.graph import SamplingGraph
     fs, gs = data
     view = pair_view(where, data)
-    key = ("graph", id(fs), time_attr, weight_attr)
+    key = ("graph", id(fs), time_attr, weight_attr, is_sorted)
     cache = _cache(gs)
     if key not in cache:
         level = time_level(where, view, time_attr)
@@ -266,9 +277,12 @@ def pair_graph(where: str, data, time_attr: Optional[str], weight_attr: Optional
         if weight_attr is not None:
             _check_weights(where, weights, weight_attr)
         times = _edge_values(where, fs, view, time_attr, "time_attr", num_edges) if level == "edge" else {}
-        csc = {et: CSC.from_edge_index(ei, view.num_nodes[et[2]], edge_id=eid, weight=weights.get(et),
-                                       edge_time=times.get(et)).validate(where) for et, (ei, eid) in coo.items()}
         node_time = _node_time(where, fs, view, time_attr) if level == "node" and time_attr else {}
+        csc = {et: CSC.from_edge_index(ei, view.num_nodes[et[2]], edge_id=eid, weight=weights.get(et),
+                                       edge_time=times.get(et),
+                                       sort_key=_time_key(et, ei, times, node_time, is_sorted or
+                                                          bool(getattr(view.edge_attrs[et], "is_sorted", False))),
+                                       ).validate(where) for et, (ei, eid) in coo.items()}
         cache[key] = (SamplingGraph.in_memory(view.node_types, view.edge_types, view.num_nodes, csc, node_time),
                       level)
     graph, level = cache[key]

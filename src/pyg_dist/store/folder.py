@@ -52,7 +52,8 @@ def resolve_part(where: str, meta: M.PartitionMeta, part: Optional[int], ctx) ->
         if part is None:
             part = ctx.partition
     if part is None:
-        raise InvalidArgumentError(where, "part", part, "a partition index (or pass ctx=DistContext)")
+        raise InvalidArgumentError(where, "part", part, "a partition index, as pid= or part= (or pass "
+                                   "ctx=DistContext)")
     if isinstance(part, bool) or not isinstance(part, int) or not 0 <= part < meta.num_parts:
         raise InvalidArgumentError(where, "part", part, f"an int in [0, {meta.num_parts})")
     return part
@@ -168,6 +169,13 @@ def open_partition(where: str, root, part: Optional[int], ctx, mmap: bool, verif
     return pd
 
 
+def resolve_pid(where: str, pid, part) -> Optional[int]:
+    """PyG's ``pid`` or pyg_dist's ``part`` (an alias): the one given; both is an error."""
+    if pid is not None and part is not None:
+        raise InvalidArgumentError(where, "part", part, f"None when pid is given (pid={pid!r}; 'part' is an alias)")
+    return pid if pid is not None else part
+
+
 def _reopen(cls, root: str, part: int, mmap: bool, carried: Optional[dict] = None):
     store = cls.from_partition(root, part, mmap=mmap)
     store.__dict__.update(carried or {})
@@ -186,10 +194,14 @@ class PartitionStoreMixin:
         self.partition, self._mmap = data.part, mmap
 
     @classmethod
-    def from_partition(cls, root, part: Optional[int] = None, *, ctx=None, mmap: bool = True, verify: Any = "once"):
-        """Opens partition ``part`` of the folder ``root`` (see :func:`pyg_dist.store.load_stores`)."""
+    def from_partition(cls, root, part: Optional[int] = None, *, pid: Optional[int] = None, ctx=None,
+                       mmap: bool = True, verify: Any = "once"):
+        """Opens partition ``part`` of the folder ``root`` (see :func:`pyg_dist.store.load_stores`); ``pid`` is
+        PyG's name for ``part`` (give one of them, or neither with ``ctx``: its partition)."""
+        where = f"{cls.__name__}.from_partition"
+        part = resolve_pid(where, pid, part)
         store: Callable[..., Any] = cls  # a concrete store: its constructor takes (data, mmap)
-        return store(open_partition(f"{cls.__name__}.from_partition", root, part, ctx, mmap, verify), mmap=mmap)
+        return store(open_partition(where, root, part, ctx, mmap, verify), mmap=mmap)
 
     def __reduce__(self):  # pickled (spawned workers): re-open the folder; mmap keeps one copy
         return (_reopen, (type(self), str(self.partition_meta.root), self.partition, self._mmap, self._carried()))
