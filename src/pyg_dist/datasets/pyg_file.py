@@ -4,12 +4,11 @@ The file is unpickled by ``torch.load(weights_only=True)`` with exactly PyG's gr
 (:data:`PYG_GLOBALS`: ``Data``, ``HeteroData``, their storages and attribute classes). A graph that was used
 before it was saved holds PyG's attribute cache, a ``defaultdict`` that ``weights_only`` cannot rebuild: it is
 unpickled by ``torch.load(pickle_module=...)`` with an unpickler that admits the same globals and no other.
-Before either, the
-pickle inside the file is read statically and every class or function it refers to is listed: one outside
-:data:`PYG_GLOBALS` and torch's tensor rebuilding (a custom ``Data`` subclass, a model, anything else) is a
-:class:`~pyg_dist.errors.DataFileError` naming it, raised before a single object of the file is built. So is
-a file that is not a graph (a tensor, a dict, a model ``state_dict``) or that is truncated or corrupt: one
-line saying what was found and how to re-save it.
+Before either, the pickle inside the file is read statically and every class or function it refers to is
+listed: one outside :data:`PYG_GLOBALS` and torch's tensor rebuilding (a custom ``Data`` subclass, a model,
+anything else) is a :class:`~pyg_dist.errors.DataFileError` naming it, raised before a single object of the
+file is built. So is a file that is not a graph (a tensor, a dict, a model ``state_dict``) or that is
+truncated or corrupt: one line saying what was found and how to re-save it.
 
 An ``InMemoryDataset``'s processed file (``processed/data.pt``, written by ``InMemoryDataset.save`` as
 ``(data.to_dict(), slices, data_cls)``) is read when it holds one graph; a file of several graphs is refused

@@ -20,6 +20,7 @@ import atexit
 import ctypes
 import ctypes.util
 import os
+import threading
 from typing import Any, Optional
 
 from . import verdict
@@ -55,12 +56,16 @@ def install(name: str) -> bool:
     previous: Optional[int] = None
 
     entered: list = []
+    said = threading.Event()
 
     def on_terminate() -> None:
         if not entered:  # once: a C++ error inside the store call below would terminate again
             entered.append(True)
             os.write(2, line)
             verdict.publish(line.decode())  # survivors quote it (and only then speak of a TensorPipe abort)
+            said.set()
+        else:  # another thread's error (two stray connections at once): let the first finish its line
+            said.wait(verdict.STORE_TIMEOUT + 1.0)
         os.abort()  # the exit status stays SIGABRT (torchrun reports it)
 
     handler = _HANDLER_TYPE(on_terminate)
