@@ -177,3 +177,17 @@ def test_saved_cora_partitions_and_reassembles(tmp_path):
                  str(tmp_path / "cora-2"), "--quiet"]) == 0
     meta = check_roundtrip(data, tmp_path / "cora-2")
     assert meta.num_nodes["_N"] == 2708 and meta.num_edges[("_N", "_E", "_N")] == 10556
+
+
+def test_reading_a_saved_graph_leaves_pygs_own_allowlist_as_it_was(tmp_path):
+    # PyG allows its classes for torch.load(weights_only=True) when imported (its Planetoid / InMemoryDataset
+    # loads rely on that); reading a file must not take them away (a later Planetoid load warned and unpickled
+    # without weights_only)
+    from pyg_dist.datasets.pyg_file import load_pyg_file
+    before = list(torch.serialization.get_safe_globals())
+    data = _homo()
+    torch.save(data, tmp_path / "g.pt")
+    assert torch.equal(load_pyg_file(tmp_path / "g.pt").x, data.x)
+    after = torch.serialization.get_safe_globals()
+    assert len(after) == len(before) and all(g in after for g in before)   # the same set (its order may change)
+    assert Data in after

@@ -183,8 +183,9 @@ def test_invalid_arguments(homo, hetero):
         NeighborSampler(hetero, {("paper", "cites", "nobody"): [2]})
     with pytest.raises(InvalidArgumentError, match="time_attr"):
         NeighborSampler(homo, [2], time_attr="missing")
-    with pytest.raises(InvalidArgumentError, match="subgraph_type"):
-        NeighborSampler(homo, [2], directed=False, disjoint=True)  # directed=False means induced
+    with pytest.raises(InvalidArgumentError, match="subgraph_type"), \
+            pytest.warns(UserWarning, match="'directed' argument in 'NeighborSampler' is deprecated"):
+        NeighborSampler(homo, [2], directed=False, disjoint=True)  # directed=False means induced (PyG's warning)
     with pytest.raises(InvalidArgumentError, match="backend"):
         NeighborSampler(homo, [2], backend="dgl")
     sampler = NeighborSampler(homo, [2])

@@ -191,7 +191,10 @@ def load_pyg_file(path: Union[str, Path]):
         if "collections.defaultdict" in found:  # PyG's attribute cache: weights_only cannot fill a defaultdict
             obj = torch.load(path, map_location="cpu", weights_only=False, pickle_module=_GRAPH_PICKLE)
         else:
-            with torch.serialization.safe_globals(_pyg_classes()):
+            # only the classes not yet allowed: leaving the context removes what it added, and PyG's own
+            # process-wide allowlist (its Planetoid / InMemoryDataset loads rely on it) must stay as it was
+            allowed = torch.serialization.get_safe_globals()
+            with torch.serialization.safe_globals([c for c in _pyg_classes() if c not in allowed]):
                 obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 -- any failure past the static check is a bad file
         first = (str(e).strip().splitlines() or [""])[0]

@@ -37,6 +37,9 @@ class _Restricted(pickle.Unpickler):
         if (module, name) not in ALLOWED:
             raise DataFileError(self.path, f"refers to {module}.{name}, which a Planetoid raw file never "
                                        "holds (a crafted file? nothing of it was run)")
+        if module.startswith("scipy.sparse."):  # the public name: scipy deprecates its old private modules
+            import scipy.sparse
+            return getattr(scipy.sparse, name)
         return super().find_class(module, name)
 
 

@@ -140,7 +140,7 @@ def finite_range(value: Any, dtype: Optional[torch.dtype] = None) -> Optional[Li
     lo, hi = float("inf"), float("-inf")
     for start in range(0, n, max(1, _RANGE_CHUNK // row)):
         part = value[start:start + max(1, _RANGE_CHUNK // row)]
-        part = torch.as_tensor(part if isinstance(part, Tensor) else np.ascontiguousarray(part)).reshape(-1)
+        part = torch.as_tensor(part if isinstance(part, Tensor) else np.array(part)).reshape(-1)  # a copy (writable)
         part = part[torch.isfinite(part)]
         if part.numel():
             a, b = torch.aminmax(part)
