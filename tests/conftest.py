@@ -8,3 +8,43 @@ def _warm_numba_cache():
     from pyg_dist.ops import warmup
     warmup()
     yield
+
+
+def _required_modules() -> set:
+    """Top-level modules of pyg-dist's own requirements and its ``test`` extra (what the README's test command
+    installs), by distribution name (``pyg-dist`` installed, editable or not)."""
+    import re
+    from importlib import metadata
+    try:
+        reqs = metadata.requires("pyg-dist") or []
+    except metadata.PackageNotFoundError:
+        return set()
+    names = set()
+    for req in reqs:
+        extra = re.search(r"extra\s*==\s*['\"]([^'\"]+)['\"]", req)
+        if extra is None or extra.group(1) == "test":
+            names.add(re.split(r"[\s\[<>=!~;]", req.strip(), maxsplit=1)[0].lower().replace("-", "_"))
+    return names
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test skipped because a module that ``.[test]`` installs could not be imported fails instead: every test
+    the README's command collects runs with what it installs (the numba-less job, ``PYG_DIST_BACKEND=torch``,
+    skips numba's own comparisons on purpose)."""
+    import os
+    import re
+    outcome = yield
+    report = outcome.get_result()
+    if not report.skipped or not isinstance(report.longrepr, tuple):
+        return
+    missing = re.search(r"could not import '([\w.]+)'", str(report.longrepr[2]))
+    if missing is None:
+        return
+    module = missing.group(1).split(".")[0].lower()
+    if module in ("numba", "llvmlite") and os.environ.get("PYG_DIST_BACKEND") == "torch":
+        return
+    if module in _required_modules():
+        report.outcome = "failed"
+        report.longrepr = (f"skipped for want of {module!r}, which the README's test install (.[test]) installs: "
+                           f"{report.longrepr[2]}")

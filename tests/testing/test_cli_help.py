@@ -52,7 +52,7 @@ def test_page_escapes_angle_brackets_and_asterisks():
     assert "ogbn-&lt;name&gt; (see `a<b>`)" in page  # escaped as text, kept inside a code span
     assert "**ogbn-\\* / edgelist**" in page
     assert "| `--seed` | `SEED` | `0` | seed, 0 unless given; 50% of it |" in page  # 0 is a default, not "unset"
-    markdown = pytest.importorskip("markdown")  # installed with the docs extra (mkdocs)
+    import markdown  # a test dependency (.[test]), also installed with mkdocs
     html = markdown.markdown(page, extensions=["tables"])
     assert "ogbn-&lt;name&gt;" in html and "<name>" not in html
     assert "<strong>ogbn-* / edgelist</strong>" in html
