@@ -32,7 +32,8 @@ that dtype (``Partitioner(feature_dtype=...)``: half the bytes of every remote a
 
 ``--transports tensorpipe sockets`` runs every 2-rank configuration once per RPC transport
 (:mod:`pyg_dist.rpc.transport`), labelled ``metis [tensorpipe]`` / ``metis [sockets]``; by default the rows use
-the default transport and carry no label.
+the default transport and carry no label. ``--wire-protections integrity off encrypt`` runs every ``sockets``
+configuration once per frame protection (:mod:`pyg_dist.rpc.seal`), labelled ``metis [sockets/off]``.
 """
 from __future__ import annotations
 
@@ -171,8 +172,11 @@ def run_config(args, method: str, parts: int, ranks: int = 0, cache_ratio: float
             "cache_policy": args.cache_policy, "folder_caches": written, "link_gbps": args.link_gbps,
             "remote_rows": remote_rows}
     env = {"OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    if transport:
-        env["PYG_DIST_TRANSPORT"] = transport
+    if transport:  # "sockets", "tensorpipe", or "sockets/<wire protection>"
+        kind, _, wire = transport.partition("/")
+        env["PYG_DIST_TRANSPORT"] = kind
+        if wire:
+            env["PYG_DIST_WIRE_PROTECTION"] = wire
     import bench_dist  # spawned ranks import the function by module name (sys.path[0] = scripts/)
     res = spawn_world(ranks, bench_dist.bench_rank, root, opts, timeout=1800, env=env)
     wall = max(r["t1"] for r in res) - min(r["t0"] for r in res)
@@ -240,6 +244,9 @@ def main(argv=None) -> None:
     p.add_argument("--transports", nargs="+", choices=["sockets", "tensorpipe"], default=None,
                    help="RPC transports: every 2-rank configuration runs once on each, labelled [name] (default: "
                         "the default transport, unlabelled)")
+    p.add_argument("--wire-protections", nargs="+", choices=["integrity", "encrypt", "off"], default=None,
+                   help="with sockets: every 2-rank configuration runs once per frame protection "
+                        "(PYG_DIST_WIRE_PROTECTION), labelled [sockets/name] (default: the default, unlabelled)")
     p.add_argument("--mmap", action="store_true", help="memory-map the partitions instead of loading them")
     p.add_argument("--link-gbps", type=float, default=None,
                    help="emulate a NIC: every rank's replies wait for their bytes to cross a link of this many "
@@ -265,9 +272,12 @@ def main(argv=None) -> None:
         import bench_plot
         bench_plot.check_available()
     configs = [("random", 1, 1, 0.0, False), ("random", 1, 2, 0.0, False)]
+    transports = [f"{t}/{w}" if t == "sockets" else t for t in args.transports or ["sockets"]
+                  for w in args.wire_protections or [""]] if args.wire_protections else args.transports or [""]
+    transports = list(dict.fromkeys(t.rstrip("/") for t in transports))
     for m in args.methods:
         written = [] if args.folder_caches is None or m == "hybrid" else args.folder_caches or args.cache_ratios
-        for t in args.transports or [""]:
+        for t in transports:
             for wire in args.remote_rows:
                 configs += [(m, 2, 2, r, False, wire, "float32", t) for r in args.cache_ratios]
                 configs += [(m, 2, 2, r, True, wire, "float32", t) for r in written if r]
@@ -285,7 +295,7 @@ def main(argv=None) -> None:
     print(f"DistNeighborSampler, {src}; fanouts {args.fanouts}, batch {args.batch_size}, {args.dim}-dim float32, "
           f"1 core + 1 thread per rank, concurrency {args.concurrency}, {args.warmup} warm-up + {args.batches} timed "
           f"batches per rank, partitions {'memory-mapped' if args.mmap else 'in memory'}, RPC transport "
-          f"{'/'.join(args.transports or ['default'])} (TensorPipe's: {args.transport}){link}; "
+          f"{', '.join(transports) if transports != [''] else 'default'} (TensorPipe's: {args.transport}){link}; "
           f"cache policy {args.cache_policy}; median of {max(1, args.repeats)} interleaved "
           "rounds "
           "(all rounds' batches/s in brackets; \"same round's ceiling\": median over rounds of the row's batches/s "

@@ -4,10 +4,11 @@
 Rank 1 serves (a callee ``fuzz.echo`` and its counters); rank 0 attacks its listener:
 
 - ``--handshakes`` random handshakes on fresh connections: random bytes, a valid greeting with a random
-  proof, a greeting cut short, a wrong version, the right greeting with the proof of another secret;
-- ``--frames`` random frames on authenticated connections (rank 0 holds the job's secret, like any member):
-  a valid request with 1-8 random bytes flipped, a random header, a valid header with a random body, a frame cut
-  short, a lying tensor table, an unknown callee id, a class that is not a message.
+  proof, a greeting cut short, a wrong version, a stranger's key pair claiming rank 0, a claim of no member;
+- ``--frames`` random frames on authenticated connections (rank 0 is a member: it seals what it sends with its
+  session's key, so the malformed frames pass their integrity tag and reach the decoder): a valid request with
+  1-8 random bytes flipped, a random header, a valid header with a random body, a frame cut short, a lying tensor
+  table, an unknown callee id, a class that is not a message.
 
 After every 500 cases rank 0 checks that the server still answers a real call exactly, and asks it for its
 resident memory. Prints one table: cases per kind, how the server answered (an error reply, or a closed
@@ -51,7 +52,7 @@ def _stats(_):
     return Blob(torch.tensor([_rss_mb(), sum(state.transport.log.counts.values())]))
 
 
-def _answer(sock: socket.socket) -> str:
+def _answer(sock: socket.socket, opener=None) -> str:
     """What the server did with what was sent: "reply" (an error reply came back), "closed", or "answered" (the
     frame was still valid: a flipped byte in tensor data). A frame that announces more bytes than were sent
     leaves the server waiting for them: after 0.2 s the fuzzer closes its sending side, and the server must
@@ -68,7 +69,7 @@ def _answer(sock: socket.socket) -> str:
         return "closed"
     sock.settimeout(10)
     try:
-        hdr, body, err = read_frame(sock, "server")
+        hdr, body, err = read_frame(sock, "server", opener)
     except (PeerLost, ConnectionResetError, frames.FrameError):
         return "closed"
     except socket.timeout:
@@ -78,19 +79,24 @@ def _answer(sock: socket.socket) -> str:
     return "answered"
 
 
-def _handshake_case(rng: random.Random, secret: bytes):
+def _handshake_case(rng: random.Random, transport):
     from pyg_dist.rpc import auth
-    kind = rng.choice(["random bytes", "random proof", "cut greeting", "wrong version", "other secret"])
+    me, them = transport.ctx.rpc_rank, 1
+    hello = auth.HELLO + bytes([auth.VERSION, 0]) + struct.pack("<II", me, them) + rng.randbytes(16)
+    kind = rng.choice(["random bytes", "random proof", "cut greeting", "wrong version", "stranger's key",
+                       "claims no member"])
     if kind == "random bytes":
         return kind, lambda s: s.sendall(rng.randbytes(rng.randint(1, 4096)))
     if kind == "random proof":
-        return kind, lambda s: (s.sendall(auth.HELLO + b"\x01" + rng.randbytes(16)), s.recv(48),
-                                s.sendall(rng.randbytes(32)))
+        return kind, lambda s: (s.sendall(hello), s.recv(49), s.sendall(rng.randbytes(32)))
     if kind == "cut greeting":
-        return kind, lambda s: s.sendall((auth.HELLO + b"\x01" + rng.randbytes(16))[:rng.randint(1, 20)])
+        return kind, lambda s: s.sendall(hello[:rng.randint(1, len(hello) - 1)])
     if kind == "wrong version":
-        return kind, lambda s: s.sendall(auth.HELLO + bytes([rng.randint(2, 255)]) + rng.randbytes(16))
-    return kind, lambda s: auth.connect(s, rng.randbytes(32), "server")
+        return kind, lambda s: s.sendall(hello[:4] + bytes([rng.choice([1, 3, 255])]) + hello[5:])
+    if kind == "claims no member":
+        return kind, lambda s: s.sendall(hello[:6] + struct.pack("<I", 1 << 20) + hello[10:])
+    stranger = auth.Keyring(transport.ns, me, None)   # a key pair of its own, claiming rank 0
+    return kind, lambda s: auth.connect(s, stranger, them, transport.peers[them][2], transport.mode, "server")
 
 
 def _good_frame(rng: random.Random) -> bytes:
@@ -105,7 +111,7 @@ def _frame_case(rng: random.Random) -> tuple:
     from pyg_dist.rpc import frames
     kind = rng.choice(["flipped bytes", "random header", "random body", "cut short", "lying table",
                        "unknown callee", "not a message class"])
-    raw = bytearray(_good_frame(rng))
+    raw, cut = bytearray(_good_frame(rng)), None
     if kind == "flipped bytes":
         for _ in range(rng.randint(1, 8)):
             raw[rng.randrange(len(raw))] = rng.randrange(256)
@@ -114,7 +120,7 @@ def _frame_case(rng: random.Random) -> tuple:
     elif kind == "random body":
         raw[frames.HEADER.size:] = rng.randbytes(len(raw) - frames.HEADER.size)
     elif kind == "cut short":
-        raw = raw[:rng.randrange(len(raw))]
+        cut = rng.randrange(len(raw) + 16)
     elif kind == "lying table":
         at = frames.HEADER.size
         raw[at:at + frames.ENTRY.size] = frames.ENTRY.pack(rng.randrange(256), rng.randrange(256),
@@ -124,7 +130,7 @@ def _frame_case(rng: random.Random) -> tuple:
     else:
         at = raw.index(b"fuzz_transport:Blob")
         raw[at:at + 19] = b"subprocess:Popen\x00\x00\x00"
-    return kind, bytes(raw)
+    return kind, bytes(raw), cut
 
 
 def rank_main(rank: int, world_size: int, opts: dict) -> dict:
@@ -142,25 +148,30 @@ def rank_main(rank: int, world_size: int, opts: dict) -> dict:
                 raise TimeoutError(f"rank 0 did not finish the fuzz within {opts['timeout']} s")
             return out
         transport = live_state().transport
-        addr, secret = transport.addrs[1], transport.secret
+        addr = transport.addrs[1]
         rng = random.Random(opts["seed"])
         out["rss_start"] = rpc.call(1, STATS, Blob(torch.zeros(1))).x.tolist()
         out["rss_max"] = out["rss_start"][0]
         plan = [("handshake", i) for i in range(opts["handshakes"])] + [("frame", i) for i in range(opts["frames"])]
         for step, (what, _) in enumerate(plan):
-            with socket.create_connection(addr, timeout=10) as s:
-                try:
-                    if what == "handshake":
-                        kind, act = _handshake_case(rng, secret)
-                        act(s)
-                        s.shutdown(socket.SHUT_WR)
-                    else:
-                        auth.connect(s, secret, "server")
-                        kind, raw = _frame_case(rng)
-                        s.sendall(raw)
-                    answer = _answer(s)
-                except (auth.HandshakeError, OSError):
-                    answer = "closed"
+            try:
+                if what == "handshake":
+                    s = socket.create_connection(addr, timeout=10)
+                    kind, act = _handshake_case(rng, transport)
+                    act(s)
+                    s.shutdown(socket.SHUT_WR)
+                    opener = None
+                else:   # a member's authenticated connection: its malformed frames carry a valid tag
+                    s, session = transport.dial_for_test(1)
+                    kind, raw, cut = _frame_case(rng)
+                    sealed = b"".join(bytes(p) for p in session.sealer.seal(raw, []))
+                    s.sendall(sealed[:cut] if cut is not None else sealed)
+                    opener = session.opener
+                answer = _answer(s, opener)
+            except (auth.HandshakeError, OSError):
+                answer = "closed"
+            finally:
+                s.close()
             key = f"{what}: {kind}"
             out["cases"][key] = out["cases"].get(key, 0) + 1
             out["answers"].setdefault(key, {}).setdefault(answer, 0)

@@ -127,12 +127,14 @@ ENV_VARS: Tuple[EnvVar, ...] = (
         "`uv`, `shm`, `ibv`, or `default` for TensorPipe's own choice (its shared-memory transport "
         "busy-polls); anything else raises `InvalidArgumentError`."),
     EnvVar(
-        "PYG_DIST_SECRET_FILE", "path", "unset: a secret drawn at start-up",
-        "File holding the job's secret for the `sockets` transport's mutual HMAC-SHA256 handshake "
-        "(`pyg_dist.rpc.auth`), read at `init_rpc`: at least 16 bytes, readable by its owner only (mode 0600, else "
-        "`InvalidArgumentError` naming the file). Unset: RPC rank 0 draws one and shares it through the job's "
-        "rendezvous store, which stops stray connections and other jobs but not someone who can read that store. "
-        "Give every process of the job the same file."),
+        "PYG_DIST_SECRET_FILE", "path", "unset: key agreement alone",
+        "File holding the job's secret for the `sockets` transport (`pyg_dist.rpc.auth`), read at `init_rpc`: a "
+        "regular file of at least 16 bytes, readable by its owner only (mode 0600; a FIFO, a folder or a looser "
+        "mode: `InvalidArgumentError` naming the file). It is mixed into every connection's key and signs every "
+        "listener entry a process publishes in the rendezvous store, so someone who can write that store but not "
+        "read the file can neither forge an entry (`TamperedStoreError` at start-up) nor relay a connection. "
+        "Unset: every process's X25519 key pair alone, which stops strangers and store readers but not a store "
+        "writer. Give every process of the job the same file."),
     EnvVar(
         "PYG_DIST_SERVE_BUDGET_MB", "float", "`512`",
         "Most MiB of replies (feature lookups and one-hop samples) one process serves at once "
@@ -156,6 +158,16 @@ ENV_VARS: Tuple[EnvVar, ...] = (
         "variable, so sampler workers inherit it. Every process of a job must use the same. Anything else raises "
         "`InvalidArgumentError` naming the variable.",
         field="TrainConfig.transport"),
+    EnvVar(
+        "PYG_DIST_WIRE_PROTECTION", "str", "`integrity`",
+        "What the `sockets` transport does to every frame (`pyg_dist.rpc.seal`), read at `init_rpc`: `integrity` "
+        "(an AES-256-GCM tag over header and bytes under per-connection keys: an altered, dropped, replayed or "
+        "reordered frame fails, `IntegrityError` naming the peer, its connection closes), `encrypt` (also "
+        "encrypted) or `off` (the handshake still proves each peer). Every process of a job must use the same: a "
+        "peer that differs is refused at its handshake, naming this variable. `TrainConfig.wire_protection`, when "
+        "set, wins: `dist_session()` writes it here, so sampler workers inherit it. Anything else raises "
+        "`InvalidArgumentError` naming the variable.",
+        field="TrainConfig.wire_protection"),
 )
 
 

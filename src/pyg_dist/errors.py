@@ -68,6 +68,18 @@ class RemoteCallError(PyGDistError, RuntimeError):
                          f"{remote_traceback}")
 
 
+class TamperedStoreError(PyGDistError, RuntimeError):
+    """A key of the job's rendezvous store holds what no process of this job wrote there (a forged or malformed
+    listener entry, a generation counter moved from outside): names the key and what is wrong with it."""
+
+    def __init__(self, key: str, problem: str):
+        self.key, self.problem = key, problem
+        super().__init__(f"the rendezvous store's key '{key}' was tampered with: {problem}")
+
+    def __reduce__(self):  # crosses process boundaries (spawned ranks) intact
+        return type(self), (self.key, self.problem)
+
+
 class NotInitializedError(PyGDistError, RuntimeError):
     """A distributed facility was used before it was initialised (or after shutdown)."""
 

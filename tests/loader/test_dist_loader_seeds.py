@@ -102,3 +102,20 @@ def test_balance_seeds_in_a_world_of_four():
     assert sorted(used) == list(range(sum(counts)))             # 64 seeds / 4 ranks: none lost
     assert {b for _, b in results} == {4}
     assert all(len(seeds) == 16 for seeds, _ in results)
+
+
+def test_the_dropped_line_says_why(caplog):
+    """Equal shares with drop_last: only the last partial batch is dropped, and the line says so; unequal shares:
+    what equal batch counts cost, with drop_last's part of it (the issue's 762 of 5882 seeds read as balancing)."""
+    import logging
+
+    from pyg_dist.loader.seed_split import _say_dropped
+    with caplog.at_level(logging.WARNING, logger="pyg_dist"):
+        _say_dropped(plan_balance([5882, 5882], 1024, True), [5882, 5882], 0, 1024, True, "seeds")
+    assert caplog.records[-1].getMessage() == ("balance_seeds: rank 0 drops its last partial batch, 762 of its 5882 "
+                                               "seeds per epoch (drop_last=True)")
+    with caplog.at_level(logging.WARNING, logger="pyg_dist"):
+        _say_dropped(plan_balance([9000, 3000], 1024, True), [9000, 3000], 0, 1024, True, "seeds")
+    line = caplog.records[-1].getMessage()
+    assert "so that every rank runs 5 batches: the ranks hold unequal shares (9000/3000)" in line, line
+    assert "808 of them drop_last's last partial batch" in line, line

@@ -8,6 +8,7 @@ import os
 import socket
 import struct
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -173,44 +174,219 @@ def test_random_frames_never_crash_and_never_overallocate():
             pass
 
 
-def test_handshake_mutual_and_wrong_secrets_refused():
-    def serve(sock, secret, box):
-        try:
-            auth.accept(sock, secret, "client")
-            box.append("ok")
-        except auth.HandshakeError as exc:
-            box.append(str(exc))
-        finally:
-            sock.close()
+def _handshake(server_ring, client_ring, claimed=None, dialed=None, server_mode="integrity",
+               client_mode="integrity", server_public=None):
+    """Runs one handshake over a socket pair: (client's session or error, server's session or error)."""
+    a, b = socket.socketpair()
+    box: list = []
+    table = {client_ring.rank: client_ring.public}
 
-    for server_secret, client_secret, ok in ((b"s" * 32, b"s" * 32, True), (b"s" * 32, b"t" * 32, False)):
-        a, b = socket.socketpair()
-        box: list = []
-        t = threading.Thread(target=serve, args=(b, server_secret, box))
-        t.start()
-        if ok:
-            auth.connect(a, client_secret, "server")
-        else:
-            with pytest.raises(auth.HandshakeError, match="proof"):
-                auth.connect(a, client_secret, "server")
-        a.close()
-        t.join(5)
-        assert (box == ["ok"]) == ok, box
+    def serve():
+        try:
+            box.append(auth.accept(b, server_ring, table.__getitem__, server_mode, "client", timeout=5))
+        except auth.HandshakeError as exc:
+            box.append(exc)
+        finally:
+            b.close()
+
+    t = threading.Thread(target=serve)
+    t.start()
+    try:
+        mine = auth.connect(a, client_ring, server_ring.rank if dialed is None else dialed,
+                            server_ring.public if server_public is None else server_public, client_mode, "server",
+                            timeout=5)
+    except auth.HandshakeError as exc:
+        mine = exc
+    a.close()
+    t.join(10)
+    return mine, box[0]
+
+
+def test_handshake_proves_both_ranks_and_refuses_everything_else():
+    s, c = auth.Keyring("ns/1", 1, b"s" * 32), auth.Keyring("ns/1", 0, b"s" * 32)
+    mine, theirs = _handshake(s, c)
+    assert isinstance(mine, auth.Session) and isinstance(theirs, auth.Session)
+    assert (mine.peer_rank, theirs.peer_rank) == (1, 0)
+    # each direction has its own key, and the two ends agree on it
+    assert mine.sealer.key == theirs.opener.key and theirs.sealer.key == mine.opener.key
+    assert mine.sealer.key != theirs.sealer.key
+    cases = [
+        (auth.Keyring("ns/1", 0, b"t" * 32), {}, "proof"),                  # another secret file
+        (auth.Keyring("ns/2", 0, b"s" * 32), {}, "proof"),                  # another generation / job
+        (auth.Keyring("ns/1", 0, None), {}, "proof"),                       # no secret where the job has one
+        (c, {"dialed": 7}, "dialed rpc rank 7"),                            # a stale address reaches another rank
+        (c, {"server_public": auth.Keyring("ns/1", 1, b"s" * 32).public}, "proof"),   # not the rank published
+        (c, {"client_mode": "encrypt"}, "PYG_DIST_WIRE_PROTECTION"),         # both ends must protect alike
+    ]
+    for client, kw, word in cases:
+        mine, theirs = _handshake(s, client, **kw)
+        errors = [e for e in (mine, theirs) if isinstance(e, auth.HandshakeError)]
+        assert errors and any(word in str(e) for e in errors), (word, mine, theirs)
+        assert not isinstance(mine, auth.Session) or not isinstance(theirs, auth.Session)
+
+
+def test_a_stranger_who_read_every_public_key_cannot_claim_a_rank():
+    """A store reader knows every member's public key, not its private key: claiming rank 0 with it fails."""
+    s, member = auth.Keyring("ns/1", 1, None), auth.Keyring("ns/1", 0, None)
+    stranger = auth.Keyring("ns/1", 0, None)   # its own key pair, claiming rank 0
+    a, b = socket.socketpair()
+    box: list = []
+    t = threading.Thread(target=lambda: box.append(_accept_or_error(b, s, {0: member.public})))
+    t.start()
+    with pytest.raises(auth.HandshakeError, match="its proof is wrong"):   # the server's proof is for rank 0 only
+        auth.connect(a, stranger, 1, s.public, "integrity", "server", timeout=5)
+    a.close()
+    t.join(10)
+    assert isinstance(box[0], auth.HandshakeError), box
+    # ... and a stranger that sends the best proof it can compute anyway is refused by the server
+    a, b = socket.socketpair()
+    box = []
+    t = threading.Thread(target=lambda: box.append(_accept_or_error(b, s, {0: member.public})))
+    t.start()
+    hello = auth.HELLO + bytes([auth.VERSION, 0]) + struct.pack("<II", 0, 1) + os.urandom(16)
+    a.sendall(hello)
+    reply = a.recv(49, socket.MSG_WAITALL)
+    key = stranger.pair_key(s.public, member.public, s.public)
+    a.sendall(auth._mac(key, b"client", hello + reply[:17]))
+    t.join(10)
+    a.close()
+    assert isinstance(box[0], auth.HandshakeError) and "wrong proof for rpc rank 0" in str(box[0]), box
+
+
+def _accept_or_error(sock, ring, table):
+    try:
+        return auth.accept(sock, ring, table.__getitem__, "integrity", "client", timeout=5)
+    except auth.HandshakeError as exc:
+        return exc
+    finally:
+        sock.close()
 
 
 def test_junk_is_refused_after_a_few_bytes():
-    for junk in (b"GET / HTTP/1.0\r\n\r\n", os.urandom(65536), b"PGDH\x07" + b"\x00" * 60):
+    ring = auth.Keyring("ns/1", 1, None)
+    hello = auth.HELLO + bytes([auth.VERSION, 0]) + struct.pack("<II", 0, 1)
+    for junk in (b"GET / HTTP/1.0\r\n\r\n", os.urandom(65536), b"PGDH\x07" + b"\x00" * 60,
+                 hello + b"\x00" * 16):   # a well-formed greeting claiming a rank that has no key here
         a, b = socket.socketpair()
         a.sendall(junk[:4096])
         with pytest.raises(auth.HandshakeError):
-            auth.accept(b, b"k" * 32, "scanner", timeout=2)
+            auth.accept(b, ring, {}.__getitem__, "integrity", "scanner", timeout=2)
         a.close()
         b.close()
     a, b = socket.socketpair()  # a silent connection: refused after the handshake timeout
-    with pytest.raises(auth.HandshakeError, match="within"):
-        auth.accept(b, b"k" * 32, "idle", timeout=0.2)
+    with pytest.raises(auth.HandshakeCut, match="within"):
+        auth.accept(b, ring, {}.__getitem__, "integrity", "idle", timeout=0.2)
     a.close()
     b.close()
+
+
+def test_the_handshake_deadline_covers_the_whole_handshake_not_each_read():
+    """A peer trickling one byte every 0.1 s never waits out a per-read timeout; the whole-handshake bound ends it."""
+    ring = auth.Keyring("ns/1", 1, None)
+    a, b = socket.socketpair()
+    stop = threading.Event()
+
+    def trickle():
+        for byte in (auth.HELLO + bytes([auth.VERSION, 0]) + b"\x00" * 40):
+            if stop.is_set():
+                return
+            try:
+                a.send(bytes([byte]))
+            except OSError:
+                return
+            time.sleep(0.1)
+
+    t = threading.Thread(target=trickle)
+    t.start()
+    t0 = time.monotonic()
+    with pytest.raises(auth.HandshakeCut, match="did not end within 1 s"):
+        auth.accept(b, ring, {}.__getitem__, "integrity", "slow", timeout=1.0)
+    assert time.monotonic() - t0 < 2.0
+    stop.set()
+    t.join(5)
+    a.close()
+    b.close()
+
+
+def _sealed_pair(mode):
+    from pyg_dist.rpc.seal import Opener, Sealer
+    key = os.urandom(32)
+    return Sealer(key, mode), Opener(key, mode, "rank 3")
+
+
+def _sealed_bytes(sealer, body):
+    head, blobs = frames.encode(frames.REPLY, 5, 2, body)
+    return b"".join(bytes(p) for p in sealer.seal(head, blobs))
+
+
+def _read_sealed(raw: bytes, opener):
+    a, b = socket.socketpair()
+    try:
+        def send():
+            try:
+                a.sendall(raw)
+                a.shutdown(socket.SHUT_WR)
+            except OSError:   # the reader refused the frame and closed first
+                pass
+        t = threading.Thread(target=send)
+        t.start()
+        out = read_frame(b, "rank 3", opener)
+        t.join()
+        return out
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.parametrize("mode", ["integrity", "encrypt", "off"])
+def test_sealed_frames_round_trip_in_every_mode(mode):
+    sealer, opener = _sealed_pair(mode)
+    x = torch.rand(300_000)  # over the 1 MiB scratch of the encrypted path
+    for i in range(3):
+        raw = _sealed_bytes(sealer, {"x": x + i, "n": i})
+        assert (len(raw) - len(_frame_bytes({"x": x + i, "n": i}))) == (0 if mode == "off" else 16)
+        hdr, body, err = _read_sealed(raw, opener)
+        assert err is None and torch.equal(body["x"], x + i) and body["n"] == i
+    if mode == "encrypt":   # the rows do not cross in the clear
+        assert bytes(x[:64].numpy().tobytes()) not in _sealed_bytes(sealer, {"x": x, "n": 0})
+
+
+@pytest.mark.parametrize("mode", ["integrity", "encrypt"])
+def test_any_altered_byte_a_replay_or_a_reorder_fails_the_tag(mode):
+    from pyg_dist.rpc.seal import IntegrityError
+    x = torch.arange(2000, dtype=torch.float32)
+    sealer, _ = _sealed_pair(mode)
+    good = _sealed_bytes(sealer, {"x": x})
+    gen = torch.Generator().manual_seed(1)
+    for i in range(60):   # one flipped bit anywhere after the header's lengths: never accepted
+        raw = bytearray(good)
+        at = int(torch.randint(frames.HEADER.size, len(raw), (1,), generator=gen)) if i else 20   # 20: call id
+        raw[at] ^= 1 << int(torch.randint(0, 8, (1,), generator=gen))
+        opener = _sealed_pair(mode)[1]
+        opener.key = sealer.key
+        with pytest.raises((IntegrityError, frames.FrameError, PeerLost)):
+            _read_sealed(bytes(raw), opener)
+    sealer, opener = _sealed_pair(mode)
+    first, second = _sealed_bytes(sealer, {"x": x}), _sealed_bytes(sealer, {"x": x + 1})
+    assert _read_sealed(first, opener)[1]["x"].equal(x)
+    with pytest.raises(IntegrityError, match="rank 3.*integrity"):   # the first frame again: a replay
+        _read_sealed(first, opener)
+    sealer, opener = _sealed_pair(mode)
+    first, second = _sealed_bytes(sealer, {"x": x}), _sealed_bytes(sealer, {"x": x + 1})
+    with pytest.raises(IntegrityError):                               # the second first: a reorder
+        _read_sealed(second, opener)
+
+
+def test_a_relay_adding_one_to_every_float_is_caught():
+    """The attack of the issue, on the bytes: +1.0 to every float32 of a reply, lengths and header untouched."""
+    from pyg_dist.rpc.seal import IntegrityError
+    sealer, opener = _sealed_pair("integrity")
+    x = torch.rand(1000)
+    head, blobs = frames.encode(frames.REPLY, 5, 2, {"x": x})
+    parts = sealer.seal(head, blobs)
+    altered = [parts[0], (torch.frombuffer(bytearray(parts[1]), dtype=torch.float32) + 1).numpy().tobytes(), parts[2]]
+    with pytest.raises(IntegrityError, match="altered on the way"):
+        _read_sealed(b"".join(bytes(p) for p in altered), opener)
 
 
 def test_secret_file_rules(tmp_path, monkeypatch):
@@ -228,6 +404,45 @@ def test_secret_file_rules(tmp_path, monkeypatch):
         auth.read_secret_file(str(tmp_path / "missing"))
 
 
+def test_a_fifo_or_a_folder_as_the_secret_file_is_refused_at_once(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo, 0o600)
+    t0 = time.monotonic()
+    with pytest.raises(InvalidArgumentError, match="a regular file.*a FIFO"):   # no writer: open() would wait
+        auth.read_secret_file(str(fifo))
+    assert time.monotonic() - t0 < 1.0
+    folder = tmp_path / "dir"
+    folder.mkdir(mode=0o700)
+    with pytest.raises(InvalidArgumentError, match="a folder"):
+        auth.read_secret_file(str(folder))
+
+
+def test_decoding_a_frame_never_imports_a_module():
+    """A class name naming a module's submodule that is not imported yet (``torch_geometric.contrib``, which
+    ``torch_geometric`` imports lazily on attribute access) is refused without importing it."""
+    import subprocess
+    import sys
+    probe = (
+        "import sys, torch, torch_geometric\n"
+        "from pyg_dist.rpc import frames\n"
+        "assert 'torch_geometric.contrib' not in sys.modules\n"
+        "for name in ('torch_geometric:contrib.nn.PRBCDAttack', 'torch_geometric:contrib', 'json:decoder.JSONDecoder',"
+        " 'torch_geometric:__getattr__'):\n"
+        "    head, blobs = frames.encode(frames.REQUEST, 1, 1, ('p', 1))\n"
+        "    sk = b'D' + len(name).to_bytes(4, 'little') + name.encode() + (0).to_bytes(4, 'little')\n"
+        "    try:\n"
+        "        frames.decode(sk, [], 'peer')\n"
+        "    except frames.FrameError as e:\n"
+        "        assert 'message class' in str(e), e\n"
+        "    else:\n"
+        "        raise SystemExit('decoded ' + name)\n"
+        "print(sorted(m for m in ('torch_geometric.contrib', 'json.decoder') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    imported = out.stdout.strip().splitlines()[-1]
+    assert "torch_geometric.contrib" not in imported, imported
+
+
 FORBIDDEN = {"pickle", "cPickle", "_pickle", "marshal", "shelve", "dill", "cloudpickle", "copyreg", "joblib"}
 
 
@@ -235,7 +450,7 @@ def test_no_pickle_marshal_or_eval_on_the_sockets_path():
     """The modules a frame passes through never import a deserialiser of code, nor call eval/exec."""
     import pyg_dist.rpc as pkg
     root = Path(pkg.__file__).parent
-    for name in ("frames", "conn", "auth", "sockets", "callees", "wire", "transport", "state"):
+    for name in ("frames", "conn", "auth", "seal", "meet", "sockets", "callees", "wire", "transport", "state"):
         tree = ast.parse((root / f"{name}.py").read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):

@@ -28,15 +28,22 @@ def _secret_rank(rank, world, paths=None):
         os.environ["PYG_DIST_SECRET_FILE"] = paths[rank]
     from pyg_dist import rpc
     from pyg_dist.context import DistContext
-    from pyg_dist.errors import RemoteCallError
+    from pyg_dist.errors import PeerFailedError, RemoteCallError, TamperedStoreError
     rpc.register_callee("sock_double", _double, replace=True)
-    with rpc.rpc_session(DistContext.from_env(num_partitions=world), timeout=60):
+    try:
+        rpc.init_rpc(DistContext.from_env(num_partitions=world), timeout=60)
+    except (TamperedStoreError, PeerFailedError) as exc:   # the other's entry fails its signature check
+        return f"{type(exc).__name__}: {exc}"
+    ok = False
+    try:
         x = torch.arange(10.0)
-        try:
-            return torch.equal(rpc.call(1 - rank, "sock_double", Vec(x), timeout=20).x, 2 * x)
-        except RemoteCallError as exc:
-            rpc.shutdown_rpc(graceful=False)
-            return str(exc)
+        out = torch.equal(rpc.call(1 - rank, "sock_double", Vec(x), timeout=20).x, 2 * x)
+        ok = True
+        return out
+    except RemoteCallError as exc:
+        return str(exc)
+    finally:
+        rpc.shutdown_rpc(graceful=ok)
 
 
 def _secret_file(path, data: bytes) -> str:
@@ -53,14 +60,20 @@ def test_a_shared_secret_file_works_and_different_ones_are_refused(tmp_path):
                                                           "PYG_DIST_TRANSPORT": "sockets"}) == [True, True]
     other = _secret_file(tmp_path / "t", b"b" * 32)
     res = spawn_world(2, _secret_rank, [same, other], timeout=60, env={"PYG_DIST_TRANSPORT": "sockets"})
-    assert all(isinstance(t, str) and "remote call 'sock_double' to partition" in t for t in res), res
-    assert any("proof of the job's secret" in t for t in res), res   # the other may see its peer shut down first
+    # refused at start-up, before anything dials: a rank names the other's store entry and the secret file (rank 1
+    # may find the store gone first: rank 0, its host, refused rank 1's entry and ended; that is typed too)
+    for rank, text in enumerate(res):
+        if rank == 1 and text.startswith("PeerFailedError"):
+            assert "rendezvous store" in text and "stopped answering" in text, res
+            continue
+        assert text.startswith("TamperedStoreError") and f"pyg_dist/sockets/1/addr/{1 - rank}" in text, res
+        assert "does not match this job's secret file" in text and "PYG_DIST_SECRET_FILE" in text, res
 
 
 def _malformed_rank(rank, world):
     from pyg_dist import rpc
     from pyg_dist.context import DistContext
-    from pyg_dist.rpc import auth, frames
+    from pyg_dist.rpc import frames
     from pyg_dist.rpc.state import live_state
     rpc.register_callee("sock_double", _double, replace=True)
     with rpc.rpc_session(DistContext.from_env(num_partitions=world), timeout=60):
@@ -72,8 +85,8 @@ def _malformed_rank(rank, world):
         lying[frames.HEADER.size:frames.HEADER.size + frames.ENTRY.size] = frames.ENTRY.pack(0, 1, 1 << 40)
         closed = []
         for raw in (bytes(lying), b"\x00" * frames.HEADER.size):
-            with socket.create_connection(transport.addrs[1], timeout=10) as s:
-                auth.connect(s, transport.secret, "rank 1")
+            s, _ = transport.dial_for_test(1)   # an authenticated member's connection
+            with s:
                 s.sendall(raw)
                 s.settimeout(10)
                 try:
@@ -136,3 +149,50 @@ def test_transport_names_are_checked(monkeypatch):
     assert transport_name() == "sockets"
     with pytest.raises(InvalidArgumentError, match="transport"):
         TrainConfig("/tmp/x", transport="udp")
+
+
+def _member_rank(rank, world):
+    """Rank 0, a member with keys, tries to hold rank 1's memory: more connections than its share, and a frame
+    whose header announces bytes that never come."""
+    from pyg_dist import rpc
+    from pyg_dist.context import DistContext
+    from pyg_dist.rpc import conn, frames, sockets
+    from pyg_dist.rpc.state import live_state
+    conn.FRAME_BASE_S = 1.0            # rank 1's frame deadline: 1 s plus 2 MiB/s of announced bytes
+    rpc.register_callee("sock_double", _double, replace=True)
+    with rpc.rpc_session(DistContext.from_env(num_partitions=world), timeout=60):
+        if rank == 1:
+            time.sleep(12)
+            return "served"
+        transport = live_state().transport
+        conns = [transport.dial_for_test(1)[0] for _ in range(sockets.MAX_PER_PEER + 2)]
+        time.sleep(0.5)
+        closed = []
+        for s in conns:
+            s.settimeout(0.5)
+            try:
+                closed.append(s.recv(1) == b"")
+            except socket.timeout:
+                closed.append(False)
+        s, session = transport.dial_for_test(1)
+        head, _ = frames.encode(frames.REQUEST, 9, 1, (None, Vec(torch.zeros(1 << 18))))  # 1 MiB announced
+        s.sendall(head)                                                   # ... and never sent
+        t0 = time.monotonic()
+        s.settimeout(10)
+        try:
+            cut = s.recv(1) == b""
+        except (socket.timeout, ConnectionResetError):
+            cut = True
+        stalled_after = time.monotonic() - t0
+        x = torch.arange(1000.0)
+        ok = torch.equal(rpc.call(1, "sock_double", Vec(x)).x, 2 * x)     # the member's own calls still work
+        return closed, cut, stalled_after, ok
+
+
+@pytest.mark.timeout(120)
+def test_a_member_cannot_hold_connections_or_a_stalled_frame():
+    res = spawn_world(2, _member_rank, timeout=90, env={"PYG_DIST_TRANSPORT": "sockets"})
+    closed, cut, stalled_after, ok = res[0]
+    assert closed[:2] == [True, True] and not any(closed[2:]), closed     # the oldest beyond MAX_PER_PEER close
+    assert cut and 0.8 < stalled_after < 5, (cut, stalled_after)           # 1 s + 0.5 s for the 1 MiB announced
+    assert ok and res[1] == "served"

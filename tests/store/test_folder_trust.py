@@ -106,10 +106,18 @@ def test_the_check_is_remembered_per_unchanged_file(folder, tmp_path, monkeypatc
     assert first == sum((root / r).stat().st_size for r in V.opened_files(meta, 0))   # cold: read whole
     assert V.cache_path().is_dir() and str(tmp_path / "xdg") in str(V.cache_path())
     assert len(list(V.cache_path().glob("*.json"))) == len(V.opened_files(meta, 0))  # one entry per file
-    assert V.check_once(meta, 0) == 0                                      # remembered: nothing re-read
+    assert V.check_once(meta, 0) == 0                                      # remembered: nothing re-hashed
+    _flip(root / "part_0" / "node_feats.pt", keep_mtime=True)            # bit rot: size, mtime, inode kept
+    with pytest.raises(PartitionFormatError, match="node_feats.pt.*differs from what this machine verified"):
+        V.check_once(meta, 0)                  # its blocks are re-read every open (a small file: all of them)
     _flip(root / "part_0" / "node_feats.pt", keep_mtime=True)
-    assert V.check_once(meta, 0) == 0                   # documented: a flip keeping size and mtime is missed
-    os.utime(root / "part_0" / "node_feats.pt")                           # ... any other change is not
+    assert V.check_once(meta, 0) == 0
+    monkeypatch.setattr(V, "MAX_AGE_S", 0.0)                              # an entry past its age: re-hashed
+    assert V.check_once(meta, 0) > 0
+    monkeypatch.undo()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    os.utime(root / "part_0" / "node_feats.pt")                           # any other change: re-hashed
+    _flip(root / "part_0" / "node_feats.pt")
     with pytest.raises(PartitionFormatError, match="node_feats.pt.*content differs"):
         V.check_once(meta, 0)
     with pytest.raises(PartitionFormatError, match="node_feats.pt.*content differs"):

@@ -104,7 +104,7 @@ def test_every_variable_in_the_code_is_registered_and_every_registered_one_is_re
 def test_registry_is_sorted_unique_and_typed():
     names = [v.name for v in ENV_VARS]
     assert names == sorted(set(names))
-    assert len(ENV_VARS) == 14
+    assert len(ENV_VARS) == 15
     assert all(isinstance(v, EnvVar) for v in ENV_VARS)
 
 
@@ -114,7 +114,8 @@ def test_each_field_names_a_real_setting():
     backed = {v.name: v.field for v in ENV_VARS if v.field}
     assert backed == {"PYG_DIST_RPC_PORT": "TrainConfig.rpc_port",
                       "PYG_DIST_FAILURE_TIMEOUT": "TrainConfig.failure_timeout",
-                      "PYG_DIST_TRANSPORT": "TrainConfig.transport"}
+                      "PYG_DIST_TRANSPORT": "TrainConfig.transport",
+                      "PYG_DIST_WIRE_PROTECTION": "TrainConfig.wire_protection"}
     for name in backed.values():
         owner, _, field = name.partition(".")
         assert owner == "TrainConfig" and field in {f.name for f in dataclasses.fields(TrainConfig)}

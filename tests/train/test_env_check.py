@@ -27,6 +27,7 @@ BAD = {
     "PYG_DIST_SERVE_BUDGET_MB": "abc",
     "PYG_DIST_TRACEBACK": "yes",
     "PYG_DIST_TRANSPORT": "smoke-signals",
+    "PYG_DIST_WIRE_PROTECTION": "rot13",
 }
 NAMES = [v.name for v in ENV_VARS]
 
@@ -56,7 +57,7 @@ def test_every_registered_variable_has_a_bad_value_and_a_reader():
 @pytest.mark.parametrize("name", NAMES)
 def test_a_bad_variable_fails_dist_session_before_the_process_group(folder, clean_env, name):
     formed = []
-    clean_env.setattr(session, "init_process_group", lambda *a, **k: formed.append(a))
+    clean_env.setattr(session, "join_group", lambda *a, **k: formed.append(a))
     clean_env.setenv(name, BAD[name])
     with pytest.raises(InvalidArgumentError) as info:
         with session.dist_session(session.TrainConfig(str(folder), rpc=False, timeout=30)):
@@ -74,7 +75,8 @@ def test_good_values_and_unset_pass(clean_env, tmp_path):
             "PYG_DIST_FAILURE_TIMEOUT": "7.5", "PYG_DIST_FRAME_MAX_MB": "64", "PYG_DIST_IFNAME": "lo",
             "PYG_DIST_MALLOC_TUNING": "Off", "PYG_DIST_REPLY_MAX_MB": "8", "PYG_DIST_RPC_PORT": "29999",
             "PYG_DIST_RPC_TRANSPORTS": "uv,shm", "PYG_DIST_SECRET_FILE": str(secret),
-            "PYG_DIST_SERVE_BUDGET_MB": "16", "PYG_DIST_TRACEBACK": "1", "PYG_DIST_TRANSPORT": "tensorpipe"}
+            "PYG_DIST_SERVE_BUDGET_MB": "16", "PYG_DIST_TRACEBACK": "1", "PYG_DIST_TRANSPORT": "tensorpipe",
+            "PYG_DIST_WIRE_PROTECTION": "encrypt"}
     assert sorted(good) == sorted(NAMES)
     env_check.validate_env()                                        # all unset: the defaults
     for name, value in good.items():

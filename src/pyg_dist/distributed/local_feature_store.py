@@ -9,7 +9,8 @@ them, else from their owner (over RPC); ``get_tensor`` without an index returns 
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from types import MappingProxyType
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -153,6 +154,30 @@ class LocalFeatureStore(PyGStore, native_fs.LocalFeatureStore):  # type: ignore[
         self._changed()
         return found
 
+    # ------------------------------------------------------------------ PyG's own dictionaries
+    @property
+    def _global_id(self) -> Mapping[Any, Tensor]:
+        """PyG's ``_global_id``, read-only: ``{group: global id of every row this store holds}``, keyed as PyG keys
+        it (``None`` / ``(None, None)`` for a homogeneous graph's nodes / edges, else the node or edge type)."""
+        if self._memory is not None:
+            return MappingProxyType(dict(self._memory.global_id))
+        return MappingProxyType({self._public(g): self.book.owned_ids(g, self.partition) for g in self._cols})
+
+    @property
+    def _feat(self) -> Mapping[Tuple[Any, str], Tensor]:
+        """PyG's ``_feat``, read-only: ``{(group, attribute): rows}``, row ``i`` that of ``_global_id[group][i]``
+        (the folder's attributes, node ``time`` and ``edge_time`` included, and those put for this job)."""
+        if self._memory is not None:
+            return MappingProxyType(dict(self._memory.tensors))
+        return MappingProxyType({(self._public(g), name): rows for g, cols in self._cols.items()
+                                 for name, rows in cols.items()})
+
+    def _public(self, group):
+        """PyG's name of a typed group (a homogeneous graph's are ``None`` and ``(None, None)``)."""
+        if self.is_hetero:
+            return group
+        return None if isinstance(group, str) else (None, None)
+
     # ------------------------------------------------------------------ PyG FeatureStore interface
     def _tensor_key(self, where: str, attr: TensorAttr):
         if not isinstance(attr.attr_name, str):
@@ -161,6 +186,8 @@ class LocalFeatureStore(PyGStore, native_fs.LocalFeatureStore):  # type: ignore[
 
     def _put_tensor(self, tensor, attr: TensorAttr) -> bool:
         where = f"{_WHERE}.put_tensor"
+        if self._memory is None:  # a folder's store: a column for this job, in memory (native rules)
+            return super()._put_tensor(tensor, attr)
         puts = self._puts(where, "tensor")
         key = self._tensor_key(where, attr)
         if attr.index is not None:
@@ -200,6 +227,8 @@ class LocalFeatureStore(PyGStore, native_fs.LocalFeatureStore):  # type: ignore[
 
     def _remove_tensor(self, attr: TensorAttr) -> bool:
         where = f"{_WHERE}.remove_tensor"
+        if self._memory is None:
+            return super()._remove_tensor(attr)
         found = self._puts(where, "attr").tensors.pop(self._tensor_key(where, attr), None) is not None
         self._changed()
         return found

@@ -131,6 +131,21 @@ def name_problem(rel: str) -> Optional[str]:
     return None
 
 
+def link_problem(root, num_parts: int, path: Path) -> Optional[str]:
+    """Why ``path`` (a file of the folder ``root``) resolves outside the folder it belongs to (``None`` when it does
+    not): a file under ``part_<i>/`` must resolve inside that partition folder's own resolved location (the
+    ``part_<i>`` folder itself may be a link to another disk), any other file inside the resolved ``root``."""
+    rel = Path(os.path.relpath(os.path.abspath(path), os.path.abspath(root)))
+    top = rel.parts[0] if rel.parts else ""
+    parts = {M.part_dir("", p).name for p in range(num_parts)}
+    home = Path(root) / top if top in parts else Path(root)
+    real, home_real = os.path.realpath(path), os.path.realpath(home)
+    if real != home_real and not real.startswith(home_real.rstrip(os.sep) + os.sep):
+        return (f"resolves to {real}, outside {home_real} (a symbolic link out of the "
+                f"{'partition' if top in parts else 'partition folder'}): refused, nothing was read")
+    return None
+
+
 def part_files(meta: M.PartitionMeta, part: int) -> List[str]:
     """The listed files partition ``part`` reads: its own and the shared ones (maps, original ids, time)."""
     own = M.part_dir("", part).name
@@ -240,8 +255,11 @@ def folder_problems(meta: M.PartitionMeta) -> Iterator[Tuple[str, List[str], int
             found = [f"{r}: file is missing or not a regular file" for r in rels
                      if not (Path(meta.root) / r).is_file()]
         else:
+            linked = [(Path(meta.root) / r, link_problem(meta.root, meta.num_parts, Path(meta.root) / r))
+                      for r in rels if os.path.lexists(Path(meta.root) / r)]
+            out_of = [(path, why) for path, why in linked if why is not None]
             found = [f"{Path(path).relative_to(meta.root).as_posix()}: {msg}"
-                     for path, msg in file_problems(meta, rels, digests=True)]
+                     for path, msg in out_of or file_problems(meta, rels, digests=True)]
         stamp = stamp_problem(meta, p) if p < meta.num_parts else None
         found += [f"{M.part_dir('', p).name}/{stamp}"] if stamp else []
         yield label, found, sum(files[r]["bytes"] for r in rels if r in files)

@@ -235,17 +235,17 @@ def _native_meta(root: Path, raw: Dict[str, Any]) -> PartitionMeta:
         raise PartitionFormatError(meta_path(root), f"format_version {s.get('format_version')!r} is not "
                                    f"supported (this pyg_dist reads {FORMAT_VERSION})")
     etypes = [tuple(e) for e in s["edge_types"]]
-    to_t = lambda v: torch.tensor(v, dtype=torch.long)  # noqa: E731
-    num_parts = int(raw["num_parts"])
+    path = meta_path(root)
+    num_parts = _count(path, "num_parts", raw["num_parts"], low=1)
     meta = PartitionMeta(
         root=root, num_parts=num_parts, node_types=list(s["node_types"]), edge_types=etypes,
         is_hetero=bool(raw["is_hetero"]), method=s["method"], base_method=s["base_method"],
-        hybrid=bool(s["hybrid"]), sub_parts=int(s["sub_parts"]),
-        num_nodes={t: int(n) for t, n in s["num_nodes"].items()},
-        num_edges={str_edge_type(e): int(n) for e, n in s["num_edges"].items()},
-        node_bounds={t: to_t(b) for t, b in s["node_bounds"].items()},
-        edge_bounds={str_edge_type(e): to_t(b) for e, b in s["edge_bounds"].items()},
-        sub_node_bounds={t: to_t(b) for t, b in s["sub_node_bounds"].items()},
+        hybrid=bool(s["hybrid"]), sub_parts=_count(path, "sub_parts", s["sub_parts"], low=1),
+        num_nodes={t: _count(path, f"num_nodes[{t!r}]", n) for t, n in s["num_nodes"].items()},
+        num_edges={str_edge_type(e): _count(path, f"num_edges[{e!r}]", n) for e, n in s["num_edges"].items()},
+        node_bounds={t: _bounds(path, f"node_bounds[{t!r}]", b) for t, b in s["node_bounds"].items()},
+        edge_bounds={str_edge_type(e): _bounds(path, f"edge_bounds[{e!r}]", b) for e, b in s["edge_bounds"].items()},
+        sub_node_bounds={t: _bounds(path, f"sub_node_bounds[{t!r}]", b) for t, b in s["sub_node_bounds"].items()},
         node_time_types=list(s["node_time"]), edge_time_types=[str_edge_type(e) for e in s["edge_time"]],
         weight_types=[str_edge_type(e) for e in s["edge_weight"]], is_native=True, extra=s)
     for t in meta.node_types:
@@ -256,6 +256,27 @@ def _native_meta(root: Path, raw: Dict[str, Any]) -> PartitionMeta:
         if meta.edge_bounds[e].numel() != num_parts + 1:
             raise PartitionFormatError(meta_path(root), f"edge_bounds of {e!r} have the wrong length")
     return meta
+
+
+#: The largest id or count META.json may hold (ids and pointers stay far from int64's end: sums of two never wrap).
+MAX_COUNT = 1 << 60
+
+
+def _count(path: Path, what: str, value: Any, low: int = 0) -> int:
+    """``value`` as an id or count: a JSON integer (not a bool, a float or a string) in ``[low, 2**60]``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_COUNT:
+        raise PartitionFormatError(path, f"{what} is {value!r}; expected an integer in [{low}, 2**60]")
+    return value
+
+
+def _bounds(path: Path, what: str, values: Any) -> Tensor:
+    """A bounds table: a JSON list of such integers, never decreasing (a raw int64 overflow before)."""
+    if not isinstance(values, list) or not values:
+        raise PartitionFormatError(path, f"{what} is {str(values)[:80]}; expected a non-empty list of integers")
+    out = [_count(path, f"{what}[{i}]", v) for i, v in enumerate(values)]
+    if any(b < a for a, b in zip(out, out[1:])):
+        raise PartitionFormatError(path, f"{what} decreases: {out[:12]}")
+    return torch.tensor(out, dtype=torch.long)
 
 
 def _pyg_meta(root: Path, raw: Dict[str, Any]) -> PartitionMeta:

@@ -53,7 +53,7 @@ BATCH_DTYPES: Dict[str, torch.dtype] = dict(FEATURE_DTYPES, float64=torch.float6
 #: Floating attributes that are never cast: labels, the sampling weight and times.
 EXACT_ATTRS = frozenset({"y", "edge_label", WEIGHT, NODE_TIME, EDGE_TIME})
 #: META.json keys (in the ``pyg_dist`` section).
-META_SETTING, META_DTYPES, META_RANGES = "feature_dtype", "attr_dtypes", "attr_ranges"
+META_SETTING, META_DTYPES, META_RANGES, META_SHAPES = "feature_dtype", "attr_dtypes", "attr_ranges", "attr_shapes"
 _RANGE_CHUNK = 1 << 22  # elements per step of :func:`finite_range`
 
 
@@ -166,11 +166,22 @@ def attr_ranges(node_attrs, edge_attrs, feature_dtype: Optional[torch.dtype]) ->
             "edge": {M.edge_type_str(e): ranges(a) for e, a in edge_attrs.items()}}
 
 
+def attr_shapes(node_attrs, edge_attrs) -> Dict[str, Dict[str, Dict[str, List[int]]]]:
+    """META.json's ``"attr_shapes"``: like :func:`attr_dtypes`, the shape of one row of every attribute (``x``:
+    ``[num_features]``; a label: ``[]``), which every partition's rows must have."""
+    def shapes(attrs: Mapping[str, Any]) -> Dict[str, List[int]]:
+        return {k: [int(d) for d in tuple(v.shape)[1:]] for k, v in sorted(attrs.items())}
+    return {"node": {t: shapes(a) for t, a in node_attrs.items()},
+            "edge": {M.edge_type_str(e): shapes(a) for e, a in edge_attrs.items()}}
+
+
 def meta_entries(node_attrs, edge_attrs, feature_dtype: Optional[torch.dtype]) -> Dict[str, Any]:
-    """The META.json keys of this module: the setting, :func:`attr_dtypes` and :func:`attr_ranges`."""
+    """The META.json keys of this module: the setting, :func:`attr_dtypes`, :func:`attr_ranges` and
+    :func:`attr_shapes`."""
     return {META_SETTING: None if feature_dtype is None else dtype_name(feature_dtype),
             META_DTYPES: attr_dtypes(node_attrs, edge_attrs, feature_dtype),
-            META_RANGES: attr_ranges(node_attrs, edge_attrs, feature_dtype)}
+            META_RANGES: attr_ranges(node_attrs, edge_attrs, feature_dtype),
+            META_SHAPES: attr_shapes(node_attrs, edge_attrs)}
 
 
 def holds(rng: Optional[List[float]], dtype: torch.dtype) -> bool:
@@ -212,24 +223,34 @@ def check_batch_dtype(where: str, feature_dtype: Optional[torch.dtype], meta: M.
 
 
 def check_stored(pd: PartitionData) -> None:
-    """Every attribute of the loaded partition has the dtype META.json records (no record: nothing to check).
+    """Every attribute of the loaded partition has the dtype and the trailing shape (``x``'s column count, ...)
+    META.json records (``attr_dtypes``, ``attr_shapes``; no record: nothing to compare here, ``--verify`` compares
+    the partitions of a folder without ``attr_shapes``).
 
     Raises:
-        PartitionFormatError: naming the file, the attribute, its dtype and META's.
+        PartitionFormatError: naming the file, the attribute, its dtype or shape and META's.
     """
-    record = pd.meta.extra.get(META_DTYPES)
-    if not isinstance(record, dict):
-        return
-    groups = [(M.node_feats_path(pd.meta.root, pd.part), record.get("node", {}), t, nf.feats)
-              for t, nf in pd.node_feats.items()]
-    groups += [(M.edge_feats_path(pd.meta.root, pd.part), record.get("edge", {}), M.edge_type_str(e), ef.feats)
+    dtypes, shapes = pd.meta.extra.get(META_DTYPES), pd.meta.extra.get(META_SHAPES)
+    groups = [(M.node_feats_path(pd.meta.root, pd.part), "node", t, nf.feats) for t, nf in pd.node_feats.items()]
+    groups += [(M.edge_feats_path(pd.meta.root, pd.part), "edge", M.edge_type_str(e), ef.feats)
                for e, ef in pd.edge_feats.items()]
-    for path, per_type, key, feats in groups:
-        want = per_type.get(key, {}) if isinstance(per_type, dict) else {}
+    for path, kind, key, feats in groups:
+        want_dtype, want_shape = _recorded(dtypes, kind, key), _recorded(shapes, kind, key)
         for name, value in feats.items():
-            if name in want and dtype_name(value.dtype) != want[name]:
+            if name in want_dtype and dtype_name(value.dtype) != want_dtype[name]:
                 raise PartitionFormatError(path, f"attribute {name!r} of {key!r} is {dtype_name(value.dtype)}; "
-                                           f"META.json records {want[name]} (a file from another partitioning?)")
+                                           f"META.json records {want_dtype[name]} (a file from another partitioning?)")
+            if name in want_shape and list(value.shape[1:]) != want_shape[name]:
+                raise PartitionFormatError(path, f"attribute {name!r} of {key!r} has rows of shape "
+                                           f"{list(value.shape[1:])}; META.json records {want_shape[name]} (a file "
+                                           "from another partitioning, or rewritten by hand?)")
+
+
+def _recorded(record: Any, kind: str, key: str) -> Dict[str, Any]:
+    """META.json's entries for one type (``record[kind][key]``), or none when it has no such record."""
+    per_type = record.get(kind, {}) if isinstance(record, dict) else {}
+    want = per_type.get(key, {}) if isinstance(per_type, dict) else {}
+    return want if isinstance(want, dict) else {}
 
 
 def batch_value(name: str, value: Any, feature_dtype: Optional[torch.dtype]) -> Any:
@@ -241,5 +262,5 @@ def batch_value(name: str, value: Any, feature_dtype: Optional[torch.dtype]) -> 
 
 
 __all__ = ["FEATURE_DTYPES", "BATCH_DTYPES", "EXACT_ATTRS", "parse_dtype", "dtype_name", "is_feature",
-           "stored_dtype", "cast_features", "attr_dtypes", "attr_ranges", "finite_range", "meta_entries",
+           "stored_dtype", "cast_features", "attr_dtypes", "attr_ranges", "attr_shapes", "finite_range", "meta_entries",
            "check_stored", "check_batch_dtype", "holds", "batch_value"]

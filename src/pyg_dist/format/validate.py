@@ -18,6 +18,7 @@ from torch import Tensor
 
 from pyg_dist.errors import PartitionFormatError
 from pyg_dist.format import meta as M
+from pyg_dist.format.book import PartitionBook
 from pyg_dist.format.data import GraphPart, PartitionData
 
 
@@ -50,12 +51,25 @@ def check_graph_part(path, etype, g: GraphPart, num_edges: int) -> None:
 
 
 def check_values(pd: PartitionData) -> None:
-    """Every value of ``pd`` that a kernel indexes with lies in range (see the module docstring)."""
+    """Every value of ``pd`` that a kernel indexes with lies in range, and a pyg_dist folder's partition holds the
+    ids META.json's bounds give it (a ``part_<i>`` copied over another is refused; see the module docstring)."""
     meta, p = pd.meta, pd.part
+    ranged = meta.is_native and isinstance(pd.book, PartitionBook)
     for e, g in pd.graph.items():
         check_graph_part(M.graph_path(meta.root, p), e, g, meta.num_edges[e])
+        if ranged and not meta.hybrid and (g.dst_start, g.dst_end) != pd.book.owned_range(e[-1], p):
+            raise PartitionFormatError(M.graph_path(meta.root, p), f"entry {e!r}: destinations [{g.dst_start}, "
+                                       f"{g.dst_end}) are not partition {p}'s, {list(pd.book.owned_range(e[-1], p))} "
+                                       "by META.json's bounds (another partition's file?)")
     for t, nf in pd.node_feats.items():
-        check_ids(M.node_feats_path(meta.root, p), f"entry {t!r}, global_id", nf.global_id, meta.num_nodes[t])
+        end = meta.num_nodes[t]
+        if ranged and nf.global_id is not None and nf.global_id.numel():
+            start, end = pd.book.owned_range(t, p)
+            if int(nf.global_id.min()) < start:
+                raise PartitionFormatError(M.node_feats_path(meta.root, p), f"entry {t!r}, global_id: "
+                                           f"{int(nf.global_id.min())} is not partition {p}'s (it owns "
+                                           f"[{start}, {end}) by META.json's bounds; another partition's file?)")
+        check_ids(M.node_feats_path(meta.root, p), f"entry {t!r}, global_id", nf.global_id, end)
     for e, ef in pd.edge_feats.items():
         check_ids(M.edge_feats_path(meta.root, p), f"entry {e!r}, global_id", ef.global_id, meta.num_edges[e])
     for t, time in pd.full_node_time.items():

@@ -223,8 +223,23 @@ def balance_seeds(items: Dict[str, Tensor], batch_size: int, drop_last: bool = F
         dist.all_gather_object(gathered, outgoing, group=group)
         received = [g[rank] for g in gathered if g and rank in g]
         mine = {k: torch.cat([mine[k]] + [r[k] for r in received]) for k in mine}
-    if plan.dropped[rank]:
-        LOG.warning("%s: rank %d leaves out %d of its %d %s per epoch so that every rank runs %d batches "
-                    "(%d left out over all ranks)", _WHERE, rank, plan.dropped[rank], n, what,
-                    plan.num_batches, sum(plan.dropped))
+    _say_dropped(plan, counts.tolist(), rank, batch_size, drop_last, what)
     return SeedShare(mine, plan.num_batches, plan)
+
+
+def _say_dropped(plan: BalancePlan, counts: List[int], rank: int, batch_size: int, drop_last: bool,
+                 what: str) -> None:
+    """One line on what this rank leaves out per epoch, and why: only ``drop_last``'s last partial batch, or
+    (ranks holding unequal shares) what equal batch counts cost beyond it."""
+    dropped, n = plan.dropped[rank], counts[rank]
+    if not dropped:
+        return
+    partial = n % batch_size if drop_last else 0  # what drop_last alone cuts from this rank's own seeds
+    if dropped <= partial:
+        LOG.warning("%s: rank %d drops its last partial batch, %d of its %d %s per epoch (drop_last=True)", _WHERE,
+                    rank, dropped, n, what)
+        return
+    LOG.warning("%s: rank %d leaves out %d of its %d %s per epoch so that every rank runs %d batches: the ranks hold "
+                "unequal shares (%s)%s; %d left out over all ranks", _WHERE, rank, dropped, n, what,
+                plan.num_batches, "/".join(map(str, counts)),
+                f", {partial} of them drop_last's last partial batch" if partial else "", sum(plan.dropped))

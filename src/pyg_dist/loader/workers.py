@@ -83,9 +83,26 @@ def loader_kwargs(where: str, kwargs: dict, ctx: DistContext, stores, port: Opti
     if port is not None:
         from pyg_dist.context import _check_port
         _check_port(where, "rpc_port", port)
+    if stores is not None:
+        share_with_workers(where, stores[0])
     world = agree_world(where, ctx, next(_WORKER_WORLDS), workers, port)
     out["worker_init_fn"] = WorkerSetup(world, stores, kwargs.get("worker_init_fn"))
     return out
+
+
+def share_with_workers(where: str, feature_store) -> None:
+    """Makes the columns put on ``feature_store`` for this job (``put_tensor``, ``add_learnable``) reach every
+    sampler worker, however it starts: in shared memory, so a forked worker sees the trainer's later in-place
+    updates and a spawned one gets them with the pickled store; a column that cannot travel so is a typed error
+    now, never a batch without it."""
+    added = getattr(feature_store, "added_columns", None)
+    for (group, name), rows in (added() if added is not None else {}).items():
+        if rows.requires_grad and not rows.is_leaf:
+            raise InvalidArgumentError(where, "data", f"column {name!r} of {group!r}",
+                                       "columns sampler workers can share: this one is the output of a computation "
+                                       "that requires grad (put a leaf tensor, or .detach() it)")
+    if added is not None:
+        feature_store.share_added()
 
 
 def stop_workers(loader) -> None:
@@ -131,4 +148,4 @@ def _leave_rpc(parent: int) -> None:
         LOG.error("sampler worker left RPC uncleanly: %s", exc)
 
 
-__all__ = ["agree_world", "loader_kwargs", "stop_workers", "WorkerSetup"]
+__all__ = ["agree_world", "loader_kwargs", "share_with_workers", "stop_workers", "WorkerSetup"]

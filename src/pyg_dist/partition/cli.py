@@ -277,8 +277,10 @@ def verify_main(argv: List[str]) -> int:
     or what is wrong. Returns 0 when all is well, 1 on any problem, 2 when DIR is no partition folder."""
     from pyg_dist.format import digests as D
     from pyg_dist.format import meta as M
+    from pyg_dist.format.checks import structure_problems
     p = argparse.ArgumentParser(prog="pyg-dist-partition --verify",
-                                description="checks a partition folder: sizes and digests of every file")
+                                description="checks a partition folder: sizes and digests of every file, then every "
+                                            "partition opened as a rank opens it (shapes, dtypes, counts, ids)")
     p.add_argument("--verify", metavar="DIR", required=True, help="the partition folder to check")
     args = p.parse_args(argv)
     try:
@@ -291,6 +293,9 @@ def verify_main(argv: List[str]) -> int:
             took = f" ({size / 1e6:.1f} MB in {time.perf_counter() - start:.2f} s)" if size else ""
             print(f"{label}: " + ("ok" + took if not problems else "; ".join(problems)), flush=True)
             bad, start = bad + bool(problems), time.perf_counter()
+        for label, problems in structure_problems(meta):  # what opening checks besides digests
+            print(f"{label}: " + ("ok" if not problems else "; ".join(problems)), flush=True)
+            bad += bool(problems)
     except PyGDistError as e:
         print(f"pyg-dist-partition: error: {e}", file=sys.stderr)
         return 2

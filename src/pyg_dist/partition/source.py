@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -21,6 +22,7 @@ from pyg_dist.format.schema import EDGE_TIME, NODE_TIME
 
 _WHERE = "Partitioner"
 _SKIP = {"num_nodes", "edge_index"}
+LOG = logging.getLogger("pyg_dist")
 
 
 class NodeShape:
@@ -193,7 +195,7 @@ def _collect_node_attrs(g: TypedGraph, ntype: NodeType, store, is_hetero: bool) 
     n = g.num_nodes[ntype]
     attrs = {}
     for key, value in store.items():
-        if key in _SKIP or (not is_hetero and _is_edge_level(store, key, value)):
+        if key in _SKIP or (not is_hetero and (_is_edge_level(store, key, value) or _is_edge_time(store, key))):
             continue
         if not is_hetero and not _is_node_level(store, key, value):
             continue  # graph-level; handled by _collect_graph_attrs
@@ -211,16 +213,35 @@ def _collect_edge_attrs(g: TypedGraph, etype: EdgeType, store, is_hetero: bool) 
     m = g.num_edges(etype)
     attrs = {}
     for key, value in store.items():
-        if key in _SKIP or (not is_hetero and not _is_edge_level(store, key, value)):
+        edge_time = key == EDGE_TIME or (key == NODE_TIME and (is_hetero or _is_edge_time(store, key, warn=True)))
+        if key in _SKIP or (not is_hetero and not edge_time and not _is_edge_level(store, key, value)):
             continue
         if not isinstance(value, Tensor) or value.dim() == 0 or value.size(0) != m:
             raise InvalidArgumentError(_WHERE, f"data[{etype!r}].{key}", getattr(value, "shape", value),
                                        f"a tensor with one row per edge ({m})")
-        if key == EDGE_TIME:
-            g.edge_time[etype] = value
+        if edge_time and etype in g.edge_time:
+            raise InvalidArgumentError(_WHERE, f"data[{etype!r}].{key}", "both 'time' and 'edge_time'",
+                                       "one edge time per edge type: PyG's Partitioner takes an edge attribute "
+                                       "named 'time' as edge time too; drop or rename one of them")
+        if edge_time:
+            g.edge_time[etype] = value  # 'time' on edges is edge time, as PyG's Partitioner decides
         else:
             attrs[key] = value
     g.edge_attrs[etype] = attrs
+
+
+def _is_edge_time(store, key: str, warn: bool = False) -> bool:
+    """Whether a homogeneous graph's ``time`` is edge time (PyG's ``is_edge_attr('time')``): one value per edge,
+    not one per node. With as many nodes as edges it stays node time, and a warning says so."""
+    value = store.get(key) if key == NODE_TIME else None
+    if not isinstance(value, Tensor) or value.dim() == 0:
+        return False
+    n, m = store.num_nodes, store.num_edges
+    if warn and value.size(0) == m == n:
+        LOG.warning("%s: data.time has %d values, one per node and one per edge (as many nodes as edges): taken as "
+                    "node time; name it edge_time to partition it as edge time (PyG's Partitioner would take it as "
+                    "both)", _WHERE, n)
+    return value.size(0) == m and m != n
 
 
 def _is_edge_level(store, key, value) -> bool:

@@ -20,9 +20,13 @@ import logging
 import socket
 import threading
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import torch
 
 from . import frames
+from .auth import Session
+from .seal import IntegrityError, Opener, Sealer
 
 LOG = logging.getLogger("pyg_dist.rpc")
 _SMALL = 64 << 10
@@ -50,42 +54,79 @@ def recv_bytes(sock: socket.socket, n: int, peer: str) -> bytes:
     return bytes(buf)
 
 
-def read_frame(sock: socket.socket, peer: str) -> Tuple[frames.Header, Any, Optional[frames.FrameError]]:
+def read_frame(sock: socket.socket, peer: str, opener: Optional[Opener] = None,
+               on_header: Optional[Callable[[frames.Header], None]] = None,
+               ) -> Tuple[frames.Header, Any, Optional[frames.FrameError]]:
     """The next frame: its header, its message and ``None``; or its header, ``None`` and the
     :class:`~pyg_dist.rpc.frames.FrameError` of a message that could not be built (the stream stays in step).
 
+    With an ``opener`` (:mod:`.seal`) the frame's tag is checked before its message is decoded: nothing of a frame
+    that fails reaches the caller. ``on_header(header)`` runs once the header is in (the transport starts the
+    frame's deadline there).
+
     Raises:
-        FrameError: the header or the tensor table breaks the format or a cap (the stream is lost: close it).
+        FrameError: the header or the tensor table breaks the format or a cap, or the frame fails its integrity
+            check (:class:`~pyg_dist.rpc.seal.IntegrityError`): the stream is lost, close it.
         PeerLost: the peer closed the connection.
     """
-    hdr = frames.parse_header(recv_bytes(sock, frames.HEADER.size, peer), peer)
+    raw = recv_bytes(sock, frames.HEADER.size, peer)
+    hdr = frames.parse_header(raw, peer)
+    if on_header is not None:
+        on_header(hdr)
+    if opener is not None:
+        opener.begin(raw)
     a = hdr.tensors * frames.ENTRY.size
     b = a + 8 * hdr.shape_ints
     rest = recv_bytes(sock, b + hdr.skeleton, peer)
-    specs = frames.parse_table(hdr, rest[:a], rest[a:b], peer)
+    if opener is not None:
+        rest = opener.rest(rest)
+    try:
+        specs = frames.parse_table(hdr, rest[:a], rest[a:b], peer)
+    except frames.FrameError:
+        if opener is not None and opener.encrypts:  # an honest member's table decrypts: this one was altered
+            raise IntegrityError(peer) from None
+        raise
     tensors = []
     for spec in specs:
         t = frames.empty_tensor(spec)
         if spec.nbytes:
-            recv_into(sock, frames.tensor_buffer(t), peer)
+            _fill(sock, frames.tensor_buffer(t), peer, opener)
         tensors.append(t)
+    if opener is not None:
+        opener.finish(recv_bytes(sock, opener.tag_size, peer))
     try:
         return hdr, frames.decode(rest[b:], tensors, peer), None
     except frames.FrameError as exc:
         return hdr, None, exc
 
 
-def send_frame(sock: socket.socket, lock: threading.Lock, head: bytes, blobs: List[memoryview]) -> None:
-    """Sends one frame (under ``lock``: frames of concurrent calls never interleave)."""
-    small = len(head) + sum(b.nbytes for b in blobs) <= _SMALL
+def _fill(sock: socket.socket, view: memoryview, peer: str, opener: Optional[Opener]) -> None:
+    """A tensor's bytes into ``view``: in place (authenticated there), or decrypted through the opener's scratch."""
+    if opener is None or not opener.encrypts:
+        recv_into(sock, view, peer)
+        if opener is not None:
+            opener.absorb(view)
+        return
+    at = 0
+    while at < len(view):
+        chunk = opener.scratch(min(len(view) - at, 1 << 20))
+        recv_into(sock, chunk, peer)
+        opener.decrypt_into(chunk, view[at:at + len(chunk)])
+        at += len(chunk)
+
+
+def send_frame(sock: socket.socket, lock: threading.Lock, head: bytes, blobs: List[memoryview],
+               sealer: Optional[Sealer] = None) -> None:
+    """Sends one frame (under ``lock``: frames of concurrent calls never interleave, and a ``sealer`` numbers
+    them in the order they leave)."""
     with lock:
-        if small:
-            sock.sendall(b"".join([head, *blobs]))
+        parts: List[Any] = sealer.seal(head, blobs) if sealer is not None else [head, *blobs]
+        if sum(memoryview(p).nbytes for p in parts) <= _SMALL:
+            sock.sendall(b"".join(parts))
             return
-        sock.sendall(head)
-        for blob in blobs:
-            if blob.nbytes:
-                sock.sendall(blob)
+        for part in parts:
+            if memoryview(part).nbytes:
+                sock.sendall(part)
 
 
 def close_quietly(sock: Optional[socket.socket]) -> None:
@@ -100,6 +141,69 @@ def close_quietly(sock: Optional[socket.socket]) -> None:
         sock.close()
     except OSError:
         pass
+
+
+#: A frame must arrive whole within this many seconds of its header, plus its bytes at :data:`FRAME_MIN_RATE`.
+FRAME_BASE_S = 60.0
+FRAME_MIN_RATE = 2 << 20
+
+
+def frame_deadline(nbytes: int) -> float:
+    """Seconds a frame of ``nbytes`` tensor bytes may take to arrive once its header did."""
+    return FRAME_BASE_S + nbytes / FRAME_MIN_RATE
+
+
+class Conn:
+    """One connected, authenticated socket, its session, and the calls waiting for a reply on it."""
+
+    def __init__(self, sock: socket.socket, session: Session):
+        self.sock, self.session, self.peer = sock, session, session.peer
+        self.send_lock = threading.Lock()
+        self.pending: Dict[int, Tuple[torch.futures.Future, float]] = {}
+        self.lock = threading.Lock()
+        self.broken = False
+        self.frame_due: Optional[float] = None  # the frame being read must be whole by then
+        self.stalled = False
+
+    def send(self, head: bytes, blobs: List[memoryview]) -> None:
+        """Sends one frame, sealed under this connection's key."""
+        send_frame(self.sock, self.send_lock, head, blobs, self.session.sealer)
+
+    def read(self) -> Tuple[frames.Header, Any, Optional[frames.FrameError]]:
+        """The next frame, checked (:func:`read_frame`), within its deadline once its header is in."""
+        try:
+            return read_frame(self.sock, self.peer, self.session.opener, self._started)
+        except PeerLost:
+            if self.stalled:
+                raise PeerLost(f"{self.peer} did not send a frame whole within its deadline (a stalled or "
+                               "trickling peer); closed that connection") from None
+            raise
+        finally:
+            self.frame_due = None
+
+    def _started(self, hdr: frames.Header) -> None:
+        self.frame_due = time.monotonic() + frame_deadline(hdr.payload)
+
+    def pop(self, call_id: int) -> Optional[torch.futures.Future]:
+        """The future waiting for reply ``call_id``, removed (``None``: it timed out meanwhile)."""
+        with self.lock:
+            entry = self.pending.pop(call_id, None)
+        return None if entry is None else entry[0]
+
+    def fail_all(self, exc: Exception) -> None:
+        """Fails every pending call with ``exc`` and closes the connection."""
+        with self.lock:
+            self.broken = True
+            pending, self.pending = self.pending, {}
+        for fut, _ in pending.values():
+            fut.set_exception(exc)
+        close_quietly(self.sock)
+
+    def overdue(self, now: float) -> List[Tuple[torch.futures.Future, float]]:
+        """The pending calls past their deadline at ``now``, removed."""
+        with self.lock:
+            late = [cid for cid, (_, deadline) in self.pending.items() if deadline < now]
+            return [self.pending.pop(cid) for cid in late]
 
 
 class RateLimitedLog:
@@ -125,4 +229,5 @@ class RateLimitedLog:
         LOG.warning("%s%s", text, f" ({held} more like it in the last {self.every:g} s)" if held else "")
 
 
-__all__ = ["PeerLost", "recv_into", "recv_bytes", "read_frame", "send_frame", "close_quietly", "RateLimitedLog"]
+__all__ = ["PeerLost", "Conn", "frame_deadline", "FRAME_BASE_S", "FRAME_MIN_RATE", "recv_into", "recv_bytes",
+           "read_frame", "send_frame", "close_quietly", "RateLimitedLog"]

@@ -34,6 +34,7 @@ import dataclasses
 import os
 import struct
 import sys
+import types
 from dataclasses import dataclass
 from typing import Any, List, NamedTuple, Tuple
 
@@ -337,7 +338,10 @@ class _Reader:
         module, _, qualname = name.partition(":")
         obj: Any = sys.modules.get(module)  # never imports: only classes this process already knows
         for part in qualname.split(".") if obj is not None else ():
-            obj = getattr(obj, part, None)
+            # the object's own namespace only: getattr would run a module's __getattr__, which may import
+            # (torch_geometric's lazy submodules), or a class's descriptors
+            space = obj.__dict__ if isinstance(obj, (type, types.ModuleType)) else {}
+            obj = space.get(part)
         ok = isinstance(obj, type) and (dataclasses.is_dataclass(obj) if tag == b"D"
                                         else issubclass(obj, tuple) and hasattr(obj, "_fields"))
         if not ok:

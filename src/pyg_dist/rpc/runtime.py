@@ -91,6 +91,7 @@ def init_rpc(ctx: DistContext, *, timeout: float = DEFAULT_INIT_TIMEOUT,
                 state.transport = _create(kind)
                 state.transport.start(ctx, name, timeout, call_timeout, num_threads)
         except BaseException:
+            verdict.publish_in_flight()  # members still waiting in the rendezvous read why this one will not come
             set_state(None)
             raise
         state.ready = True

@@ -3,9 +3,18 @@
 - **One listener per process** (trainers and sampler workers), bound on this machine's address on the interface
   that reaches ``MASTER_ADDR`` (:func:`pyg_dist.iface.own_address`; ``$PYG_DIST_IFNAME`` wins), on a port the OS picks,
   published through the world's rendezvous store (the ``rpc_port`` store, or torchrun's agent store).
-- **Authentication first** (:mod:`.auth`): a connection that does not complete the mutual HMAC handshake on the
-  job's secret within 10 s (a port scanner, ``GET / HTTP/1.0``, random bytes, another job) is closed after at
-  most a few dozen bytes were read, with one rate-limited log line; the process and its other connections carry on.
+- **Authentication first** (:mod:`.auth`): every member publishes an X25519 public key with its address (signed
+  with the job's secret file when there is one; :mod:`.meet` checks every entry); a connection must prove within
+  10 s, the whole handshake, that it holds the private key of the member it claims (a port scanner,
+  ``GET / HTTP/1.0``, random bytes, another job, a store reader: closed after at most a few dozen bytes, one
+  rate-limited log line). At most 64 connections are in their handshake at once; a new one closes the oldest of
+  them (a flood of idle connections cannot keep a member out), and a dialer whose handshake was cut tries again
+  until its call's timeout.
+- **Every frame protected** (:mod:`.seal`): its integrity (default), or its encryption too, under per-connection,
+  per-direction keys; a frame that fails its tag closes the connection and fails its calls with an
+  :class:`~pyg_dist.rpc.seal.IntegrityError` naming the peer; nothing of it reaches a caller.
+- **Bounds on members too**: a frame must arrive whole within :func:`~pyg_dist.rpc.conn.frame_deadline` of its
+  header; a member keeps at most :data:`MAX_PER_PEER` connections here (a new one closes its oldest).
 - **Frames, not pickles** (:mod:`.frames`): requests are ``(partitioning, message)``, replies
   :class:`~pyg_dist.rpc.CallReply`; a malformed frame from an authenticated peer closes that connection and
   fails that peer's calls with a typed error naming the peer and the field.
@@ -20,6 +29,7 @@
 """
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import itertools
 import os
@@ -27,18 +37,17 @@ import socket
 import threading
 import time
 import weakref
-from datetime import timedelta
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
 from ..context import DistContext
 from ..errors import PyGDistError, RpcTimeoutError
-from . import auth, callees, frames, leave
-from .conn import PeerLost, RateLimitedLog, close_quietly, read_frame, send_frame
+from . import auth, callees, frames, leave, meet
+from .conn import Conn, PeerLost, RateLimitedLog, close_quietly
+from .seal import wire_mode
 from .transport import Transport, check_port_free, run_bounded
 
-_NS = "pyg_dist/sockets"
 #: Transports running in this process: a forked child (a DataLoader worker) drops their sockets at once, so a
 #: listener or connection never outlives its owner in a child that does not serve it.
 _LIVE: "weakref.WeakSet[SocketTransport]" = weakref.WeakSet()
@@ -52,39 +61,10 @@ def _drop_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_drop_in_child)
-#: Connections allowed to be in their handshake at once (more are closed at once).
+#: Connections allowed to be in their handshake at once (a new one beyond closes the oldest).
 MAX_HANDSHAKING = 64
-
-
-class _Conn:
-    """One connected, authenticated socket and the calls waiting for a reply on it."""
-
-    def __init__(self, sock: socket.socket, peer: str):
-        self.sock, self.peer = sock, peer
-        self.send_lock = threading.Lock()
-        self.pending: Dict[int, Tuple[torch.futures.Future, float]] = {}
-        self.lock = threading.Lock()
-        self.broken = False
-
-    def pop(self, call_id: int) -> Optional[torch.futures.Future]:
-        with self.lock:
-            entry = self.pending.pop(call_id, None)
-        return None if entry is None else entry[0]
-
-    def fail_all(self, exc: Exception) -> None:
-        with self.lock:
-            self.broken = True
-            pending, self.pending = self.pending, {}
-        for fut, _ in pending.values():
-            fut.set_exception(exc)
-        close_quietly(self.sock)
-
-    def overdue(self, now: float) -> List[Tuple[torch.futures.Future, float]]:
-        with self.lock:
-            late = [cid for cid, (_, deadline) in self.pending.items() if deadline < now]
-            return [self.pending.pop(cid) for cid in late]
-
-
+#: Authenticated connections one member may hold to this process (a new one beyond closes its oldest).
+MAX_PER_PEER = 4
 class SocketTransport(Transport):
     """See the module docstring."""
 
@@ -96,13 +76,15 @@ class SocketTransport(Transport):
     def __init__(self) -> None:
         self.log = RateLimitedLog()
         self.closing = threading.Event()
+        self.met = threading.Event()  # every member's entry is in (servers check claimed ranks against them)
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
-        self._clients: Dict[int, _Conn] = {}
+        self._clients: Dict[int, Conn] = {}
         self._dialing: Dict[int, threading.Lock] = {}
-        self._served: Set[socket.socket] = set()  # open server-side connections (closed ones leave it)
-        self._handshaking = 0
+        self._served: Dict[int, List[Conn]] = collections.defaultdict(list)  # by the member's rpc rank
+        self._shaking: Dict[socket.socket, Tuple[str, float]] = {}  # in their handshake, oldest first
         self._barriers = 0
+        self.peers: Dict[int, Tuple[str, int, bytes]] = {}
 
     # ------------------------------------------------------------------------------------- joining
     def start(self, ctx: DistContext, name: str, timeout: float, call_timeout: float, num_threads: int) -> None:
@@ -110,6 +92,8 @@ class SocketTransport(Transport):
         from pyg_dist.iface import listening_socket, own_address
 
         self.ctx, self.name_, self.timeout = ctx, name, timeout
+        self.mode = wire_mode()
+        secret = auth.file_secret()
         if ctx.hosts_rpc_store and not leave.is_hosting(ctx):
             check_port_free(leave.rpc_port(ctx))
         self.pool = concurrent.futures.ThreadPoolExecutor(num_threads, thread_name_prefix="pyg_dist-serve")
@@ -119,30 +103,29 @@ class SocketTransport(Transport):
         what = f"init_rpc of {name} (rpc rank {ctx.rpc_rank} of {ctx.rpc_world_size}, sockets transport)"
         try:
             self.store = run_bounded(lambda: leave.rendezvous_store(ctx, timeout), timeout, what)
-            gen = self.store.add(f"{_NS}/gen/{ctx.rpc_rank}", 1)
-            self.ns = f"{_NS}/{gen}"
-            self.secret = run_bounded(lambda: auth.job_secret(self.store, ctx.rpc_rank == 0, f"{self.ns}/secret"),
-                                      timeout, what)
+            gen, ns = meet.generation(self.store, ctx)
+            self.ns, self.ring = ns, auth.Keyring(ns, int(ctx.rpc_rank or 0), secret)
             self._spawn(self._accept_loop, "accept")
             self._spawn(self._sweep_loop, "sweep")
-            self.store.set(f"{self.ns}/addr/{ctx.rpc_rank}", f"{host} {port}")
-            self.addrs = run_bounded(lambda: self._addresses(timeout), timeout, what)
+            meet.publish(self.store, self.ring, host, port)
+            self.peers = meet.addresses(self.store, ctx, self.ring, gen, timeout)
+            self.met.set()
         except RpcTimeoutError as exc:
             self._close()
-            raise RpcTimeoutError(f"{exc}; did every rank start, with the same transport (PYG_DIST_TRANSPORT), "
-                                  f"and is {ctx.master_addr}:{ctx.rpc_port} reachable?") from None
+            raise RpcTimeoutError(f"{exc} (is {meet.store_address(ctx)} reachable?)") from None
         except Exception:
             self._close()
             raise
 
-    def _addresses(self, timeout: float) -> Dict[int, Tuple[str, int]]:
-        keys = [f"{self.ns}/addr/{r}" for r in range(self.ctx.rpc_world_size)]
-        self.store.wait(keys, timedelta(seconds=timeout))
-        out = {}
-        for r, key in enumerate(keys):
-            host, port = self.store.get(key).decode().split()
-            out[r] = (host, int(port))
-        return out
+    @property
+    def addrs(self) -> Dict[int, Tuple[str, int]]:
+        """Every member's listener, by rpc rank."""
+        return {r: (host, port) for r, (host, port, _) in self.peers.items()}
+
+    def _public_of(self, rank: int) -> bytes:
+        if not self.met.wait(auth.HANDSHAKE_TIMEOUT) or rank not in self.peers:
+            raise KeyError(rank)
+        return self.peers[rank][2]
 
     def _spawn(self, fn, what: str, *args) -> threading.Thread:
         thread = threading.Thread(target=fn, args=args, name=f"pyg_dist-sockets-{what}", daemon=True)
@@ -163,8 +146,9 @@ class SocketTransport(Transport):
         call_id = next(self._ids)
         head, blobs = frames.encode(kind, call_id, cid, body)  # a message frames cannot carry raises here
         fut: torch.futures.Future = torch.futures.Future()
+        deadline = time.monotonic() + timeout
         try:
-            conn = self._client(rank)
+            conn = self._client(rank, deadline)
         except (OSError, PyGDistError) as exc:
             fut.set_exception(exc if isinstance(exc, PyGDistError) else
                               PeerLost(f"cannot connect to {self.ctx.worker_name(rank)} at {self.addrs[rank]}: {exc}"))
@@ -173,14 +157,14 @@ class SocketTransport(Transport):
             if conn.broken:
                 fut.set_exception(PeerLost(f"the connection to {conn.peer} broke"))
                 return fut
-            conn.pending[call_id] = (fut, time.monotonic() + timeout)
+            conn.pending[call_id] = (fut, deadline)
         try:
-            send_frame(conn.sock, conn.send_lock, head, blobs)
+            conn.send(head, blobs)
         except OSError as exc:
             conn.fail_all(PeerLost(f"sending to {conn.peer} failed: {exc}"))
         return fut
 
-    def _client(self, rank: int) -> _Conn:
+    def _client(self, rank: int, deadline: float) -> Conn:
         with self._lock:
             conn = self._clients.get(rank)
             dialing = self._dialing.setdefault(rank, threading.Lock())
@@ -191,26 +175,44 @@ class SocketTransport(Transport):
                 conn = self._clients.get(rank)
             if conn is not None and not conn.broken:
                 return conn
-            if self.closing.is_set():
-                raise PeerLost(f"{self.name_} is shutting down its transport")
-            peer = f"{self.ctx.worker_name(rank)} at {self.addrs[rank][0]}:{self.addrs[rank][1]}"
-            sock = socket.create_connection(self.addrs[rank], timeout=auth.HANDSHAKE_TIMEOUT)
-            try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                auth.connect(sock, self.secret, peer)
-            except BaseException:
-                close_quietly(sock)
-                raise
-            conn = _Conn(sock, peer)
+            conn = self._dial(rank, deadline)
             with self._lock:
                 self._clients[rank] = conn
         self._spawn(self._reply_loop, f"replies-{rank}", conn)
         return conn
 
-    def _reply_loop(self, conn: _Conn) -> None:
+    def _dial(self, rank: int, deadline: float) -> Conn:
+        """An authenticated connection to ``rank``; a handshake cut short (the peer's slots full of strangers'
+        connections, a reset) is tried again until ``deadline``."""
+        host, port, public = self.peers[rank]
+        peer = f"{self.ctx.worker_name(rank)} (rpc rank {rank}) at {host}:{port}"
+        tries, delay = 0, 0.02
+        while True:
+            if self.closing.is_set():
+                raise PeerLost(f"{self.name_} is shutting down its transport")
+            tries += 1
+            sock = None
+            try:
+                sock = socket.create_connection((host, port), timeout=auth.HANDSHAKE_TIMEOUT)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                return Conn(sock, auth.connect(sock, self.ring, rank, public, self.mode, peer))
+            except (auth.HandshakeCut, ConnectionResetError, socket.timeout) as exc:  # refused: nobody listens
+                close_quietly(sock)
+                if time.monotonic() + delay >= deadline:
+                    raise auth.HandshakeCut(f"no handshake with {peer} in {tries} tries by the call's deadline: "
+                                            f"{exc} (a listener whose {MAX_HANDSHAKING} handshake slots are taken "
+                                            "by other connections closes the oldest: a flood of idle connections "
+                                            "to that port?)") from None
+                time.sleep(delay)
+                delay = min(2 * delay, 1.0)
+            except BaseException:
+                close_quietly(sock)
+                raise
+
+    def _reply_loop(self, conn: Conn) -> None:
         try:
             while True:
-                hdr, body, err = read_frame(conn.sock, conn.peer)
+                hdr, body, err = conn.read()
                 if hdr.kind not in (frames.REPLY, frames.PONG):
                     raise frames.FrameError(conn.peer, "kind", f"{hdr.kind} is no reply")
                 fut = conn.pop(hdr.call_id)
@@ -227,10 +229,18 @@ class SocketTransport(Transport):
         while not self.closing.wait(0.1):
             now = time.monotonic()
             with self._lock:
-                conns = list(self._clients.values())
-            for conn in conns:
+                clients = list(self._clients.values())
+                conns = clients + [c for group in self._served.values() for c in group]
+            for conn in clients:
                 for fut, _ in conn.overdue(now):
                     fut.set_exception(TimeoutError(f"call to {conn.peer} timed out (no reply by its deadline)"))
+            for conn in conns:
+                due = conn.frame_due
+                if due is not None and now > due:
+                    conn.stalled = True
+                    self.log.note("stalled", f"{self.name_}: a frame from {conn.peer} was not whole by its "
+                                  "deadline; closed that connection")
+                    close_quietly(conn.sock)
 
     # ------------------------------------------------------------------------------------- serving
     def _accept_loop(self) -> None:
@@ -239,30 +249,35 @@ class SocketTransport(Transport):
                 sock, addr = self.listener.accept()
             except OSError:
                 return  # the listener was closed
+            oldest = None
             with self._lock:
-                full = self._handshaking >= MAX_HANDSHAKING or self.closing.is_set()
-                self._handshaking += 0 if full else 1
-            if full:
-                self.log.note("refused", f"{self.name_}: refused a connection from {addr[0]}:{addr[1]} "
-                              f"({MAX_HANDSHAKING} handshakes already open)")
-                close_quietly(sock)
-                continue
+                if self.closing.is_set():
+                    close_quietly(sock)
+                    continue
+                if len(self._shaking) >= MAX_HANDSHAKING:
+                    oldest = next(iter(self._shaking))
+                    who, since = self._shaking.pop(oldest)
+                self._shaking[sock] = (f"{addr[0]}:{addr[1]}", time.monotonic())
+            if oldest is not None:
+                self.log.note("full", f"{self.name_}: handshake slots full ({MAX_HANDSHAKING} open): closed the "
+                              f"oldest, from {who}, open {time.monotonic() - since:.1f} s (a flood of idle "
+                              "connections?)")
+                close_quietly(oldest)
             self._spawn(self._serve_conn, "serve", sock, f"{addr[0]}:{addr[1]}")
 
-    def _serve_conn(self, sock: socket.socket, peer: str) -> None:
+    def _serve_conn(self, sock: socket.socket, addr: str) -> None:
         try:
-            auth.accept(sock, self.secret, peer)
+            session = auth.accept(sock, self.ring, self._public_of, self.mode, addr)
         except (OSError, PyGDistError) as exc:
             self.log.note("refused", f"{self.name_}: refused a connection: {exc}")
             close_quietly(sock)
             return
         finally:
             with self._lock:
-                self._handshaking -= 1
+                self._shaking.pop(sock, None)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        with self._lock:
-            self._served.add(sock)
-        conn = _Conn(sock, f"the process at {peer}")
+        conn = Conn(sock, session)
+        self._admit(conn)
         try:
             self._request_loop(conn)
         except PeerLost:
@@ -272,21 +287,34 @@ class SocketTransport(Transport):
                 self.log.note("malformed", f"{self.name_}: {exc}; closed that connection")
         finally:
             with self._lock:
-                self._served.discard(sock)
+                group = self._served.get(session.peer_rank, [])
+                if conn in group:
+                    group.remove(conn)
             close_quietly(sock)
 
-    def _request_loop(self, conn: _Conn) -> None:
+    def _admit(self, conn: Conn) -> None:
+        """Counts ``conn`` against its member's :data:`MAX_PER_PEER` (closing that member's oldest beyond it)."""
+        with self._lock:
+            group = self._served[conn.session.peer_rank]
+            group.append(conn)
+            old = group.pop(0) if len(group) > MAX_PER_PEER else None
+        if old is not None:
+            self.log.note("per-peer", f"{self.name_}: {conn.peer} opened more than {MAX_PER_PEER} connections; "
+                          "closed its oldest")
+            close_quietly(old.sock)
+
+    def _request_loop(self, conn: Conn) -> None:
         while True:
-            hdr, body, err = read_frame(conn.sock, conn.peer)
+            hdr, body, err = conn.read()
             if hdr.kind == frames.PING:
                 head, blobs = frames.encode(frames.PONG, hdr.call_id, 0, leave.has_arrived())
-                send_frame(conn.sock, conn.send_lock, head, blobs)
+                conn.send(head, blobs)
             elif hdr.kind != frames.REQUEST:
                 raise frames.FrameError(conn.peer, "kind", f"{hdr.kind} is no request")
             else:
                 self.pool.submit(self._answer, conn, hdr, body, err)
 
-    def _answer(self, conn: _Conn, hdr: frames.Header, body: Any, err: Optional[Exception]) -> None:
+    def _answer(self, conn: Conn, hdr: frames.Header, body: Any, err: Optional[Exception]) -> None:
         reply = _serve(hdr.callee, body, err, conn.peer)
         try:
             head, blobs = frames.encode(frames.REPLY, hdr.call_id, hdr.callee, reply)
@@ -295,11 +323,17 @@ class SocketTransport(Transport):
                 error=f"the reply of callee id {hdr.callee} cannot travel as a frame: {exc}",
                 served_by=reply.served_by))
         try:
-            send_frame(conn.sock, conn.send_lock, head, blobs)
+            conn.send(head, blobs)
         except OSError:
             pass  # the caller is gone; its own peers learn that
         del blobs  # the views of the bytes before the reply: dropping its tensors gives their byte budget back,
         del reply  # and the next request may then reuse their storages (the serving store's buffer pool)
+
+    def dial_for_test(self, rank: int) -> Tuple[socket.socket, auth.Session]:
+        """An authenticated raw connection to ``rank`` and its session, as this member (tests and the fuzzer send
+        hand-made frames through it; the transport never uses it)."""
+        conn = self._dial(rank, time.monotonic() + auth.HANDSHAKE_TIMEOUT)
+        return conn.sock, conn.session
 
     # ------------------------------------------------------------------------------------- leaving
     def barrier(self, timeout: float) -> None:
@@ -330,10 +364,14 @@ class SocketTransport(Transport):
             problem = leave.report_left_or_linger(ctx, bound) or problem
         return problem
 
+    def _sockets(self) -> List[socket.socket]:
+        """Every connection's socket (read without the lock: a forked child's copy of it may be held forever)."""
+        conns = list(self._clients.values()) + [c for group in list(self._served.values()) for c in group]
+        return [c.sock for c in conns] + list(self._shaking)
+
     def forget_sockets(self) -> None:
         """In a forked child: closes this process's copies of the parent's sockets (the parent's stay open)."""
-        socks = [getattr(self, "listener", None)] + [c.sock for c in self._clients.values()] + list(self._served)
-        for sock in socks:
+        for sock in [getattr(self, "listener", None)] + self._sockets():
             try:
                 if sock is not None:
                     sock.close()
@@ -345,11 +383,12 @@ class SocketTransport(Transport):
         self.closing.set()
         close_quietly(getattr(self, "listener", None))
         with self._lock:
-            clients, served = list(self._clients.values()), list(self._served)
+            others = self._sockets()
+            clients = list(self._clients.values())
             self._clients.clear()
         for conn in clients:
             conn.fail_all(PeerLost(f"{self.name_} shut its transport down"))
-        for sock in served:
+        for sock in others:
             close_quietly(sock)
         if hasattr(self, "pool"):
             self.pool.shutdown(wait=False, cancel_futures=True)
@@ -369,4 +408,4 @@ def _serve(cid: int, body: Any, err: Optional[Exception], peer: str) -> callees.
     return callees.serve_packed(op, body[1], body[0])
 
 
-__all__ = ["SocketTransport", "MAX_HANDSHAKING"]
+__all__ = ["SocketTransport", "MAX_HANDSHAKING", "MAX_PER_PEER"]

@@ -3,9 +3,10 @@
 Two implementations, chosen per process by ``$PYG_DIST_TRANSPORT`` (``TrainConfig.transport`` writes it, so
 sampler workers follow their trainer), or by :func:`pyg_dist.rpc.init_rpc`'s ``transport``:
 
-- ``sockets`` (:mod:`.sockets`, the default): pyg_dist's own TCP transport. One listener per process, mutual
-  HMAC-SHA256 handshake on the job's secret before a byte is interpreted, struct-header frames of raw tensor
-  bytes (no pickle), every length capped before allocation; junk on a listener closes that connection only.
+- ``sockets`` (:mod:`.sockets`, the default): pyg_dist's own TCP transport. One listener per process, a handshake
+  in which each side proves its rank before a byte is interpreted (:mod:`.auth`), every frame's integrity checked
+  or encrypted (:mod:`.seal`), struct-header frames of raw tensor bytes (no pickle), every length capped before
+  allocation; junk on a listener closes that connection only.
 - ``tensorpipe`` (:mod:`.tensorpipe`): ``torch.distributed.rpc`` over TensorPipe, as before (no
   authentication; it unpickles what reaches it; junk on its listener aborts the process).
 

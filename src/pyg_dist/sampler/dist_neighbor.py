@@ -78,9 +78,16 @@ def _time_level(meta, time_attr) -> Optional[str]:
     level = TIME_ATTRS.get(time_attr) if isinstance(time_attr, str) else None
     has = None if level is None else {"node": meta.node_time_types, "edge": meta.edge_time_types}.get(level)
     if not has:
+        named = {k: v for k, v in (meta.extra.get("edge_feat_keys") or {}).items() if "time" in v}
+        hint = (f"; its edge attributes named 'time' ({sorted(named)}) were kept as plain attributes by an older "
+                "partitioner" if named else "")
         raise InvalidArgumentError(_WHERE, "time_attr", time_attr,
-                                   f"None, 'time' (node time; folder has it for {meta.node_time_types}) or "
-                                   f"'edge_time' (edge time; folder has it for {meta.edge_time_types})")
+                                   f"None, 'time' (node time; the folder has it for {meta.node_time_types}) or "
+                                   f"'edge_time' (edge time; the folder has it for {meta.edge_time_types}){hint}. "
+                                   "Time is fixed when the graph is partitioned: give the graph node 'time' or edge "
+                                   "'edge_time' (an edge attribute named 'time' is edge time too, as in PyG) and "
+                                   "partition it again (pyg-dist-partition, or Partitioner(...).save / "
+                                   "pyg_dist.distributed.Partitioner)")
     return level
 
 

@@ -90,6 +90,7 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
             if ef.edge_time is not None:
                 cols[e]["edge_time"] = ef.edge_time
         self._cols = cols
+        self._added: Dict[Tuple[Group, str], Tensor] = {}  # columns put for this job (in memory)
         self._cache: Optional[FeatureCache] = None
         self._budget = ByteBudget()  # reply bytes this store serves at once (one serving store per process)
         self._reply_pool = serving.reply_pool()  # ... and their buffers, recycled once sent
@@ -268,8 +269,13 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
         except InvalidArgumentError as e:
             raise PartitionFormatError(path, f"feature cache disagrees with the partition: {e}") from None
 
-    def _carried(self) -> dict:  # a pickled store keeps its cache (shared memory or the same file)
-        return {"_cache": self._cache}
+    def _carried(self) -> dict:  # a pickled store keeps its cache (shared memory or the same file) and its puts
+        return {"_cache": self._cache, "_added": dict(self._added)}
+
+    def _restore(self, carried: dict) -> None:
+        for (group, name), rows in carried.pop("_added", {}).items():  # tensors shared with the trainer's
+            self._cols[group][name] = self._added[(group, name)] = rows
+        super()._restore(carried)
 
     # ------------------------------------------------------------------ serving remote lookups
     def serve(self, replace: bool = False) -> None:
@@ -344,7 +350,8 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
 
     def add_learnable(self, group, name: str, rows: Tensor) -> None:
         """Adds a learnable column (a :class:`~pyg_dist.embedding.DistEmbedding` table): ``rows`` of the
-        ids this partition owns, updated in place by its optimizer; lookups serve it like any attribute.
+        ids this partition owns, updated in place by its optimizer; lookups serve it like any attribute, sampler
+        workers included (:meth:`_put_tensor`'s rules).
 
         Raises:
             InvalidArgumentError: an existing attribute name, or not one row per owned id.
@@ -353,18 +360,60 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
         key = self._group("add_learnable", group, True)
         if not isinstance(name, str) or name in self._cols[key]:
             raise InvalidArgumentError(where, "name", name, f"a new attribute name (taken: {sorted(self._cols[key])})")
-        owned = self.book.owned_ids(key, self.partition).numel()
-        if not isinstance(rows, Tensor) or rows.dim() != 2 or rows.size(0) != owned:
-            raise InvalidArgumentError(where, "rows", getattr(rows, "shape", rows), f"a [{owned}, dim] tensor (one row "
-                                       "per owned id)")
-        self._cols[key][name] = rows
+        if isinstance(rows, Tensor) and rows.dim() != 2:
+            raise InvalidArgumentError(where, "rows", tuple(rows.shape), "a [num owned ids, dim] tensor")
+        self._add_column(where, key, name, rows)
 
     def _put_tensor(self, tensor, attr) -> bool:
-        raise PyGDistError(f"{_WHERE} is read-only: its tensors come from the partition folder; "
-                           "partition the graph again to change attributes")
+        """PyG's ``put_tensor`` on a folder store: a column for this job, held in memory (the folder is not
+        touched), one row per id this partition owns, in :meth:`get_global_id`'s order. Lookups, loaders and
+        sampler workers (fork, spawn or forkserver) serve it like the folder's own attributes; a new attribute, or
+        one put before (replaced), never one of the folder's."""
+        where = f"{_WHERE}.put_tensor"
+        if attr.index is not None:
+            raise InvalidArgumentError(where, "index", attr.index, "None (a whole column: one row per owned id)")
+        group = self._group("put_tensor", attr.group_name, None, arg="group_name")
+        name = attr.attr_name
+        if isinstance(name, str) and name in self._cols[group] and (group, name) not in self._added:
+            raise InvalidArgumentError(where, "attr_name", name, f"a new attribute of {group!r}: {name!r} comes "
+                                       "from the partition folder (read-only; partition the graph again to change it)")
+        self._add_column(where, group, name, tensor)
+        return True
+
+    def _add_column(self, where: str, group, name, rows) -> None:
+        owned = self.book.owned_ids(group, self.partition).numel()
+        if not isinstance(name, str) or not name:
+            raise InvalidArgumentError(where, "attr_name", name, "a non-empty str")
+        if not isinstance(rows, Tensor) or rows.dim() == 0 or rows.size(0) != owned:
+            raise InvalidArgumentError(where, "tensor", getattr(rows, "shape", rows),
+                                       f"a tensor of {owned} rows (one per id of {group!r} partition "
+                                       f"{self.partition} owns)")
+        if rows.device.type != "cpu":
+            raise InvalidArgumentError(where, "tensor", str(rows.device), "a CPU tensor (stores live in CPU memory, "
+                                       "and sampler workers share it)")
+        self._cols[group][name] = self._added[(group, name)] = rows
 
     def _remove_tensor(self, attr) -> bool:
-        raise PyGDistError(f"{_WHERE} is read-only: its tensors come from the partition folder")
+        """Removes a column put for this job (the folder's own attributes are read-only)."""
+        where = f"{_WHERE}.remove_tensor"
+        group = self._group("remove_tensor", attr.group_name, None, arg="group_name")
+        if (group, attr.attr_name) not in self._added:
+            if attr.attr_name in self._cols[group]:
+                raise PyGDistError(f"{where}: {attr.attr_name!r} of {group!r} comes from the partition folder "
+                                   "(read-only)")
+            return False
+        del self._added[(group, attr.attr_name)], self._cols[group][attr.attr_name]
+        return True
+
+    def added_columns(self) -> Mapping[Tuple[Group, str], Tensor]:
+        """The columns put or added for this job (``put_tensor``, ``add_learnable``), by (group, name)."""
+        return dict(self._added)
+
+    def share_added(self) -> None:
+        """Moves the added columns into shared memory (in place: their tensors stay the same objects), so that
+        forked sampler workers see the trainer's later in-place updates (a learnable column's optimizer steps)."""
+        for rows in self._added.values():
+            rows.share_memory_()
 
     def __repr__(self) -> str:
         return (f"{_WHERE}(root='{self.partition_meta.root}', partition={self.partition}/{self.num_partitions}, "

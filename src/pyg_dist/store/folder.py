@@ -1,40 +1,15 @@
-"""Opening a partition for the stores: check the folder against the world first, then load.
-
-Every check here runs before any training starts and fails with a
-:class:`~pyg_dist.errors.PartitionFormatError` naming the file: META.json missing or corrupt, a
-partition count that differs from the world's, a name in META.json that leaves the folder, a missing partition
-file (of *any* partition, so every rank fails at once instead of waiting for the one whose file is gone), a
-listed file that is not a regular file (a FIFO, a device: found by ``os.stat`` before anything opens it), a file
-whose byte size differs from the one META.json lists (a file of another run, a truncated copy: one ``stat`` per
-file), a file this rank opens whose content digest differs (default ``verify="once"``: checked once per machine,
-:mod:`pyg_dist.format.verified`; ``verify=True``: every time, shared files too), or tensors whose
-sizes or dtypes disagree with META (:func:`pyg_dist.format.precision.check_stored`).
+"""Opening a partition for the stores: check the folder against the world first (META.json, the partition
+count, the partition asked for), then load it after every check of :mod:`pyg_dist.format.checks` (the same list
+``pyg-dist-partition --verify`` runs), each a :class:`~pyg_dist.errors.PartitionFormatError` naming the file.
 """
 from __future__ import annotations
 
 from typing import Any, Callable, List, Optional, Tuple
 
 from pyg_dist.errors import InvalidArgumentError, PartitionFormatError
-from pyg_dist.format import digests as D
 from pyg_dist.format import meta as M
-from pyg_dist.format.book import PartitionBook
+from pyg_dist.format.checks import VERIFY, check_verify, load_checked
 from pyg_dist.format.data import PartitionData
-from pyg_dist.format.precision import check_stored
-from pyg_dist.format.reader import load_partition
-from pyg_dist.format.validate import check_values
-from pyg_dist.format.verified import check_once
-
-#: ``verify`` values: ``"once"`` (default: whole-file digests, remembered per machine), ``True`` (every time,
-#: shared files too), ``False`` (sizes and sampled blocks only).
-VERIFY = ("once", True, False)
-
-
-def owned_count(book, type_, part: int) -> int:
-    """Number of ids of ``type_`` that ``part`` owns (no id list for range books)."""
-    if isinstance(book, PartitionBook):
-        start, end = book.owned_range(type_, part)
-        return end - start
-    return int(book.owned_ids(type_, part).numel())
 
 
 def resolve_part(where: str, meta: M.PartitionMeta, part: Optional[int], ctx) -> int:
@@ -59,114 +34,15 @@ def resolve_part(where: str, meta: M.PartitionMeta, part: Optional[int], ctx) ->
     return part
 
 
-def check_files(meta: M.PartitionMeta) -> None:
-    """Every partition's graph and node files exist (edge files too in pyg_dist folders), every part
-    of a fingerprinted pyg_dist folder comes from the same partitioning, with META's counts, and every file
-    META.json lists has its size there (folders that list none skip that)."""
-    for p in range(meta.num_parts):
-        paths = [M.graph_path(meta.root, p), M.node_feats_path(meta.root, p)]
-        if meta.is_native:
-            paths.append(M.edge_feats_path(meta.root, p))
-        for path in paths:
-            M.regular_size(path, "file is missing (incomplete copy of the partition folder?)")
-        if meta.is_native and meta.extra.get("fingerprint"):
-            check_stamp(meta, p)
-    D.check_file_sizes(meta)
-
-
-def graph_edges(meta: M.PartitionMeta, et, part: int) -> int:
-    """Edges of ``et`` in partition ``part``'s ``graph.pt``: all of them (hybrid) or its owned ones."""
-    if meta.hybrid:
-        return meta.num_edges[et]
-    b = meta.edge_bounds[et]
-    return int(b[part + 1] - b[part])
-
-
-def check_stamp(meta: M.PartitionMeta, part: int) -> None:
-    """``part_<part>/pyg_dist.json`` names META's fingerprint and partition and META's counts."""
-    import json
-    path = M.part_stamp_path(meta.root, part)
-    M.regular_size(path, "missing partition stamp (incomplete copy of the partition folder?)")
-    try:
-        stamp = json.loads(path.read_text())
-        fp, idx, nodes, edges = stamp["fingerprint"], stamp["part"], stamp["nodes"], stamp["graph_edges"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise PartitionFormatError(path, f"missing or unreadable partition stamp ({type(e).__name__}: {e})") from None
-    if fp != meta.extra["fingerprint"] or idx != part:
-        raise PartitionFormatError(path, f"part_{part} comes from another partitioning (fingerprint {fp}, part {idx}; "
-                                   f"META.json: {meta.extra['fingerprint']}, part {part}): do not mix partition "
-                                   "folders, copy the whole folder again")
-    want_nodes = {t: int(meta.node_bounds[t][part + 1] - meta.node_bounds[t][part]) for t in meta.node_types}
-    want_edges = {M.edge_type_str(e): graph_edges(meta, e, part) for e in meta.edge_types}
-    if nodes != want_nodes or edges != want_edges:
-        raise PartitionFormatError(path, f"counts {nodes} / {edges} disagree with META.json's {want_nodes} / "
-                                   f"{want_edges}")
-
-
-def _rows(path, what: str, tensor, expected: int) -> None:
-    if tensor is not None and (tensor.dim() == 0 or tensor.size(0) != expected):
-        raise PartitionFormatError(path, f"{what} has {tuple(tensor.shape)} rows; expected {expected} (one per "
-                                   "owned item, as META.json's bounds say)")
-
-
-def check_sizes(pd: PartitionData) -> None:
-    """Owned-row counts of every node / edge attribute and CSC lengths agree with the book."""
-    meta, p, book = pd.meta, pd.part, pd.book
-    nfile, efile, gfile = (M.node_feats_path(meta.root, p), M.edge_feats_path(meta.root, p),
-                           M.graph_path(meta.root, p))
-    for t in meta.node_types:
-        nf = pd.node_feats.get(t)
-        n = owned_count(book, t, p)
-        if nf is None:
-            if n and meta.is_native:
-                raise PartitionFormatError(nfile, f"no entry for node type {t!r}")
-            continue
-        _rows(nfile, f"global_id of {t!r}", nf.global_id, n)
-        for name, value in nf.feats.items():
-            _rows(nfile, f"attribute {name!r} of {t!r}", value, n)
-        _rows(nfile, f"time of {t!r}", nf.time, n)
-    for e, ef in pd.edge_feats.items():
-        n = owned_count(book, e, p)
-        _rows(efile, f"global_id of {e!r}", ef.global_id, n)
-        for name, value in ef.feats.items():
-            _rows(efile, f"attribute {name!r} of {e!r}", value, n)
-        _rows(efile, f"edge_time of {e!r}", ef.edge_time, n)
-    for e, g in pd.graph.items():
-        if meta.is_native and g.row.numel() != graph_edges(meta, e, p):
-            raise PartitionFormatError(gfile, f"holds {g.row.numel()} edges of {e!r}; META.json's bounds say "
-                                       f"{graph_edges(meta, e, p)} (a file from another partitioning?)")
-        if g.colptr.numel() != g.dst_end - g.dst_start + 1 or int(g.colptr[-1]) != g.row.numel() \
-                or g.edge_id.numel() != g.row.numel():
-            raise PartitionFormatError(gfile, f"CSC of {e!r} is inconsistent: colptr {g.colptr.numel()} for "
-                                       f"destinations [{g.dst_start}, {g.dst_end}), {g.row.numel()} rows, "
-                                       f"{g.edge_id.numel()} edge ids")
-
-
-def check_verify(where: str, verify: Any) -> None:
-    """``verify`` is one of :data:`VERIFY` (``True``, ``False``, ``"once"``)."""
-    if not any(verify is v or (isinstance(v, str) and verify == v) for v in VERIFY):
-        raise InvalidArgumentError(where, "verify", verify, f"one of {list(VERIFY)}")
-
-
 def open_partition(where: str, root, part: Optional[int], ctx, mmap: bool, verify: Any = "once") -> PartitionData:
-    """Validates the folder against the world and loads partition ``part`` (see module doc); ``verify``
-    (:data:`VERIFY`): ``"once"`` re-hashes the files this rank opens unless remembered unchanged
-    (:mod:`pyg_dist.format.verified`), ``True`` re-hashes them and the shared ones every time, ``False`` none."""
+    """Validates the folder against the world and loads partition ``part`` after every check of
+    :mod:`pyg_dist.format.checks` (``verify``: :data:`~pyg_dist.format.checks.VERIFY`)."""
     if not isinstance(mmap, bool):
         raise InvalidArgumentError(where, "mmap", mmap, "a bool")
     check_verify(where, verify)
     meta = M.read_meta(root)
     part = resolve_part(where, meta, part, ctx)
-    check_files(meta)
-    if verify is True:
-        D.check_file_digests(meta, part)
-    elif verify == "once":
-        check_once(meta, part)
-    pd = load_partition(root, part, mmap=mmap)
-    check_sizes(pd)
-    check_stored(pd)  # features in the dtype META records (bfloat16 / float16 folders)
-    check_values(pd)  # ids and pointers in range before any kernel indexes with them
-    return pd
+    return load_checked(meta, part, mmap, verify)
 
 
 def resolve_pid(where: str, pid, part) -> Optional[int]:
@@ -178,7 +54,7 @@ def resolve_pid(where: str, pid, part) -> Optional[int]:
 
 def _reopen(cls, root: str, part: int, mmap: bool, carried: Optional[dict] = None):
     store = cls.from_partition(root, part, mmap=mmap)
-    store.__dict__.update(carried or {})
+    store._restore(dict(carried or {}))
     return store
 
 
@@ -210,6 +86,10 @@ class PartitionStoreMixin:
         """Attributes a pickled store keeps besides what re-opening the folder restores."""
         return {}
 
+    def _restore(self, carried: dict) -> None:
+        """Gives a re-opened store what :meth:`_carried` kept."""
+        self.__dict__.update(carried)
+
     @property
     def num_partitions(self) -> int:
         return self.partition_meta.num_parts
@@ -230,3 +110,5 @@ class PartitionStoreMixin:
     @property
     def edge_types(self) -> List[Tuple[str, str, str]]:
         return list(self.partition_meta.edge_types)
+
+__all__ = ["VERIFY", "resolve_part", "open_partition", "resolve_pid", "PartitionStoreMixin"]

@@ -72,6 +72,11 @@ def _secret_file() -> object:
     return read_secret_file(path) if path else None
 
 
+def _wire() -> object:
+    from pyg_dist.rpc.seal import wire_mode
+    return wire_mode()
+
+
 def _transport() -> object:
     from pyg_dist.rpc.transport import transport_name
     return transport_name()
@@ -93,6 +98,7 @@ READERS: Dict[str, Callable[[], object]] = {
     "PYG_DIST_SERVE_BUDGET_MB": _serve_budget,
     "PYG_DIST_TRACEBACK": lambda: read_choice("PYG_DIST_TRACEBACK", ("0", "1"), "0"),
     "PYG_DIST_TRANSPORT": _transport,
+    "PYG_DIST_WIRE_PROTECTION": _wire,
 }
 
 

@@ -1,12 +1,74 @@
-"""Opening a run's partition on every rank (:func:`pyg_dist.train.session.dist_session`'s first step after the
-process group): bounded by the start-up timeout, every rank told when any rank failed, and every rank checked to
-have opened the same partitioning."""
+"""A run's start-up on every rank (:func:`pyg_dist.train.session.dist_session`): joining the process group while
+watching for a peer that failed first, and opening the partition, bounded by the start-up timeout, every rank told
+when any rank failed, and every rank checked to have opened the same partitioning."""
 from __future__ import annotations
 
+import threading
+import time
 from typing import Optional
 
 from pyg_dist.context import DistContext
 from pyg_dist.errors import PyGDistError
+
+#: Seconds between looks for a peer's published failure line while the process group forms.
+LOOK_EVERY = 0.5
+
+
+def join_group(backend: str, timeout: float, ctx: DistContext) -> None:
+    """:func:`pyg_dist.group.init_process_group` within ``timeout`` seconds, while looking for a peer that failed
+    before it arrived (a bad setting on another machine): its published line (:mod:`pyg_dist.rpc.verdict`) ends
+    the wait at once as a :class:`~pyg_dist.errors.PeerFailedError`; the bound, as an
+    :class:`~pyg_dist.errors.RpcTimeoutError` naming the ranks that never arrived."""
+    from pyg_dist.errors import PeerFailedError, RpcTimeoutError
+    from pyg_dist.group import init_process_group
+    from pyg_dist.rpc import verdict
+
+    store = verdict.world_store() if ctx.world_size > 1 else None
+    if store is None:  # one rank, or no store to look in (outside torchrun): torch's own bound holds
+        init_process_group(backend, timeout, ctx)
+        return
+    _mark(store, f"arrived/{ctx.rank}")
+    box: dict = {}
+    thread = threading.Thread(target=_run_into, args=(box, init_process_group, backend, timeout, ctx),
+                              name="pyg_dist-rendezvous", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout
+    while thread.is_alive():
+        thread.join(LOOK_EVERY)
+        if not thread.is_alive():
+            break
+        said = verdict.any_said(ctx.world_size, ctx.rank)
+        if said:
+            raise PeerFailedError("start-up (the process group's rendezvous)", "another rank", "it did not arrive",
+                                  said=said)
+        if time.monotonic() > deadline:
+            missing = [r for r in range(ctx.world_size) if not _marked(store, f"arrived/{r}")]
+            raise RpcTimeoutError(f"rank {ctx.rank}: the process group did not form within {timeout:g} s "
+                                  f"(TrainConfig.timeout); ranks {missing or '(all arrived)'} never reached it, and "
+                                  "none published why (killed before start-up, or another MASTER_ADDR/MASTER_PORT)")
+    if "error" in box:
+        raise box["error"]
+
+
+def _run_into(box: dict, fn, *args) -> None:
+    try:
+        fn(*args)
+    except BaseException as exc:  # noqa: BLE001 -- re-raised by the waiting thread
+        box["error"] = exc
+
+
+def _mark(store, key: str) -> None:
+    try:
+        store.set(key, b"1")
+    except Exception:  # noqa: BLE001 -- only the timeout's message loses a name
+        pass
+
+
+def _marked(store, key: str) -> bool:
+    try:
+        return bool(store.check([key]))
+    except Exception:  # noqa: BLE001
+        return False
 
 
 def open_everywhere(config, ctx: DistContext):

@@ -33,9 +33,10 @@ from pyg_dist._alloc import tune_allocator
 from pyg_dist.context import DistContext
 from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_choice, check_positive_int, check_seconds
 from pyg_dist.format.precision import BATCH_DTYPES, parse_dtype
-from pyg_dist.group import init_process_group
+from pyg_dist.rpc.seal import MODES as WIRE_MODES
+from pyg_dist.rpc.seal import WIRE_ENV
 from pyg_dist.rpc.transport import TRANSPORT_ENV, TRANSPORTS
-from pyg_dist.train.opening import open_everywhere
+from pyg_dist.train.opening import join_group, open_everywhere
 
 LOG = logging.getLogger("pyg_dist")
 _WHERE = "TrainConfig"
@@ -68,6 +69,10 @@ class TrainConfig:
             no pickle, junk-proof) or ``"tensorpipe"`` (``torch.distributed.rpc``). ``None`` (default):
             ``$PYG_DIST_TRANSPORT``, else ``"sockets"``. ``dist_session()`` writes it into that variable, so sampler
             workers use the same one. Every rank must use the same transport.
+        wire_protection: What the ``sockets`` transport does to every frame (:mod:`pyg_dist.rpc.seal`):
+            ``"integrity"`` (every frame's bytes checked, AES-GCM tag per frame), ``"encrypt"`` (also encrypted, for
+            networks that are not trusted) or ``"off"``. ``None`` (default): ``$PYG_DIST_WIRE_PROTECTION``, else
+            ``"integrity"``. ``dist_session()`` writes it into that variable, so sampler workers use the same one.
         timeout: Seconds for start-up: rendezvous (process group and RPC), opening partitions, caches.
         failure_timeout: The bound after start-up (:mod:`pyg_dist.timeouts`): a peer that dies or hangs
             ends every other rank within it, in remote calls, collectives (DDP) and shutdown. Default:
@@ -116,6 +121,7 @@ class TrainConfig:
     backend: Optional[str] = None
     rpc_port: Optional[int] = None
     transport: Optional[str] = None
+    wire_protection: Optional[str] = None
     timeout: float = 120.0
     call_timeout: Optional[float] = None
     failure_timeout: Optional[float] = None
@@ -152,6 +158,8 @@ class TrainConfig:
         check_choice(_WHERE, "remote_rows", self.remote_rows, ("exact", "int8"))
         if self.transport is not None:
             check_choice(_WHERE, "transport", self.transport, TRANSPORTS)
+        if self.wire_protection is not None:
+            check_choice(_WHERE, "wire_protection", self.wire_protection, WIRE_MODES)
         object.__setattr__(self, "feature_dtype", parse_dtype(_WHERE, "feature_dtype", self.feature_dtype,
                                                               BATCH_DTYPES))
         if r is not None and not self.rpc:
@@ -342,15 +350,20 @@ def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
     """
     from pyg_dist import rpc
     from pyg_dist.format import read_meta
+    from pyg_dist.rpc import verdict
     from pyg_dist.train import env_check, orphan
 
     if not isinstance(config, TrainConfig):
         raise InvalidArgumentError("dist_session", "config", config, "a pyg_dist.train.session.TrainConfig")
-    env_check.validate_env(skip=env_check.overridden(config))
-    meta = read_meta(config.partition_dir)
-    ctx = DistContext.from_env(meta.num_parts, num_workers=config.num_workers, rpc_port=config.rpc_port)
-    device = rank_device(config, ctx)
-    backend = gradient_backend(config, ctx, device, torch.cuda.device_count() if device.type == "cuda" else 0)
+    try:
+        env_check.validate_env(skip=env_check.overridden(config))
+        meta = read_meta(config.partition_dir)
+        ctx = DistContext.from_env(meta.num_parts, num_workers=config.num_workers, rpc_port=config.rpc_port)
+        device = rank_device(config, ctx)
+        backend = gradient_backend(config, ctx, device, torch.cuda.device_count() if device.type == "cuda" else 0)
+    except PyGDistError:  # the other ranks (other machines too) wait in the rendezvous: they read this line
+        verdict.publish_in_flight()
+        raise
     if device.type == "cuda":
         torch.cuda.set_device(device)
     tune_allocator()  # batches reuse freed memory instead of faulting it in again
@@ -358,10 +371,12 @@ def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
         timeouts.set_failure_timeout(config.failure_timeout)  # inherited by sampler workers
     if config.transport is not None:
         os.environ[TRANSPORT_ENV] = config.transport  # inherited by sampler workers
+    if config.wire_protection is not None:
+        os.environ[WIRE_ENV] = config.wire_protection  # inherited by sampler workers
     with orphan.watch_agent(ctx.rank, on_orphan=teardown):  # ends this rank if its torchrun agent dies
         ok = False
         try:
-            init_process_group(backend, config.timeout, ctx)
+            join_group(backend, config.timeout, ctx)
             graph_store, feature_store = open_everywhere(config, ctx)
             env = DistEnv(config, ctx, device, graph_store, feature_store)
             if ctx.joins_rpc and config.rpc:
