@@ -95,7 +95,7 @@ def folder(args, method: str, parts: int, cache_ratio: float = 0.0, written: boo
 
 def bench_rank(rank: int, world_size: int, root: str, opts: dict) -> dict:
     """One rank: warm up, then ``opts['batches']`` batches; returns its timing and counters."""
-    os.environ["PYG_DIST_RPC_TRANSPORTS"] = opts["transport"]  # TensorPipe's own transports (tensorpipe only)
+    os.environ["PYG_DIST_TENSORPIPE_TRANSPORTS"] = opts["transport"]  # TensorPipe's own transports (tensorpipe only)
     if hasattr(os, "sched_setaffinity"):
         cpus = sorted(os.sched_getaffinity(0))
         os.sched_setaffinity(0, {cpus[rank % len(cpus)]})

@@ -103,7 +103,7 @@ class _BusyPython:
 def rank_main(rank: int, world_size: int, opts: dict) -> dict:
     """One rank: serves its rows; runs each way's batches per round; returns CPU and wall seconds per way and
     round."""
-    os.environ["PYG_DIST_RPC_TRANSPORTS"] = "uv"
+    os.environ["PYG_DIST_TENSORPIPE_TRANSPORTS"] = "uv"
     if hasattr(os, "sched_setaffinity"):
         cpus = sorted(os.sched_getaffinity(0))
         os.sched_setaffinity(0, {cpus[rank % len(cpus)]})

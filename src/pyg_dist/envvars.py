@@ -121,11 +121,9 @@ ENV_VARS: Tuple[EnvVar, ...] = (
         "`rpc_port` is given. Not an integer: `InvalidArgumentError`.",
         field="TrainConfig.rpc_port"),
     EnvVar(
-        "PYG_DIST_RPC_TRANSPORTS", "str", "`uv`",
-        "With `PYG_DIST_TRANSPORT=tensorpipe` only: TensorPipe transports of the RPC world "
-        "(`pyg_dist.rpc.tensorpipe`), read at `init_rpc`: a comma list of "
-        "`uv`, `shm`, `ibv`, or `default` for TensorPipe's own choice (its shared-memory transport "
-        "busy-polls); anything else raises `InvalidArgumentError`."),
+        "PYG_DIST_RPC_TRANSPORTS", "str", "unset",
+        "Deprecated: the old name of `PYG_DIST_TENSORPIPE_TRANSPORTS` (it read like `PYG_DIST_TRANSPORT`); "
+        "read, with a `DeprecationWarning`, only when the new name is unset."),
     EnvVar(
         "PYG_DIST_SECRET_FILE", "path", "unset: key agreement alone",
         "File holding the job's secret for the `sockets` transport (`pyg_dist.rpc.auth`), read at `init_rpc`: a "
@@ -144,6 +142,13 @@ ENV_VARS: Tuple[EnvVar, ...] = (
         "`PYG_DIST_FAILURE_TIMEOUT`), then `ServingLimitError` naming this variable. Per process: each "
         "sampler worker that serves has its own. Not a number > 0: `InvalidArgumentError` naming the variable."),
     EnvVar(
+        "PYG_DIST_TENSORPIPE_TRANSPORTS", "str", "`uv`",
+        "With `PYG_DIST_TRANSPORT=tensorpipe` only: TensorPipe's own transports under the RPC world "
+        "(`pyg_dist.rpc.tensorpipe.tensorpipe_transports`), read at `init_rpc`: a comma list of "
+        "`uv`, `shm`, `ibv`, or `default` for TensorPipe's own choice (its shared-memory transport "
+        "busy-polls); anything else raises `InvalidArgumentError`. Formerly `PYG_DIST_RPC_TRANSPORTS` (still read "
+        "when this one is unset, with a `DeprecationWarning`)."),
+    EnvVar(
         "PYG_DIST_TRACEBACK", "flag", "unset (one line per error)",
         "Exactly `1`: `run_main()` (`pyg_dist.train.entry`) prints the full traceback of a pyg_dist error on "
         "stderr before its one line `[rank r] ErrorType: message`; otherwise the traceback goes to the "
@@ -154,8 +159,9 @@ ENV_VARS: Tuple[EnvVar, ...] = (
         "RPC's transport (`pyg_dist.rpc.transport`), read at `init_rpc`: `sockets` (pyg_dist's own: one listener "
         "per process, authenticated before a byte is interpreted, frames of raw tensor bytes, no pickle, junk "
         "closes only that connection) or `tensorpipe` (`torch.distributed.rpc`: no authentication, unpickles, "
-        "aborts the process on junk). `TrainConfig.transport`, when set, wins: `dist_session()` writes it into this "
-        "variable, so sampler workers inherit it. Every process of a job must use the same. Anything else raises "
+        "aborts the process on junk). `TrainConfig.transport` (or `init_rpc(transport=...)`), when set, wins; a "
+        "distributed loader hands its trainer's choice to its sampler workers. Every process of a job must use the "
+        "same. Anything else raises "
         "`InvalidArgumentError` naming the variable.",
         field="TrainConfig.transport"),
     EnvVar(
@@ -165,7 +171,8 @@ ENV_VARS: Tuple[EnvVar, ...] = (
         "reordered frame fails, `IntegrityError` naming the peer, its connection closes), `encrypt` (also "
         "encrypted) or `off` (the handshake still proves each peer). Every process of a job must use the same: a "
         "peer that differs is refused at its handshake, naming this variable. `TrainConfig.wire_protection`, when "
-        "set, wins: `dist_session()` writes it here, so sampler workers inherit it. Anything else raises "
+        "set (or `init_rpc(wire_protection=...)`), wins; a distributed loader hands its trainer's choice to its "
+        "sampler workers. Anything else raises "
         "`InvalidArgumentError` naming the variable.",
         field="TrainConfig.wire_protection"),
 )

@@ -75,7 +75,8 @@ def _rank(rank, world, root, workers, context, learnable):
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("workers,context,learnable", [(0, None, False), (2, "fork", False), (2, "spawn", False),
-                                                       (0, None, True), (2, "fork", True), (2, "spawn", True)])
+                                                       (2, "forkserver", False), (0, None, True), (2, "fork", True),
+                                                       (2, "spawn", True)])
 def test_columns_added_in_the_trainer_reach_every_batch(tmp_path, workers, context, learnable):
     root = _partition(tmp_path)
     res = spawn_world(2, _rank, root, workers, context, learnable, timeout=240)

@@ -146,11 +146,12 @@ def test_move_batch_without_a_cache_refuses_cached_rows():
     from torch_geometric.data import Data
 
     from pyg_dist.errors import PyGDistError
+    from pyg_dist.loader.batch import HostBatch
     from pyg_dist.store.device_cache import DeviceRows
     d = Data(n_id=torch.arange(3))
-    d._device_rows = {"_N": DeviceRows(3, torch.tensor([0]), torch.tensor([0]), torch.tensor([1, 2]))}
+    rows = {"_N": DeviceRows(3, torch.tensor([0]), torch.tensor([0]), torch.tensor([1, 2]))}
     with pytest.raises(PyGDistError, match="no gpu_cache"):
-        move_batch(d, CPU)
+        move_batch(HostBatch(d, rows), CPU)
 
 
 # ------------------------------------------------------------------ the device cache in a spawned world
@@ -172,6 +173,13 @@ def _cache_rank(rank, world_size, root, cache_ratio):
         held = cache.index._slots.entries["_N"].ids
         with pytest.raises(InvalidArgumentError, match="gpu_cache"):
             DistNeighborLoader(env, [4, 3], batch_size=32, device="cpu", gpu_cache=cache, transform=lambda d: d)
+        from pyg_dist.sampler.dist_neighbor import DistNeighborSampler
+        ready = DistNeighborSampler(env.graph_store, env.feature_store, [4, 3])      # built without the index
+        with pytest.raises(InvalidArgumentError, match="neighbor_sampler.*device_index=gpu_cache.index"):
+            DistNeighborLoader(env, [4, 3], batch_size=32, device="cpu", gpu_cache=cache, neighbor_sampler=ready)
+        with pytest.raises(InvalidArgumentError, match="device_index"):
+            DistNeighborSampler(env.graph_store, env.feature_store, [4, 3], device_index=held)
+        assert ready.device_index is None                                           # nothing set on it
         plain = DistNeighborLoader(env, [4, 3], batch_size=32, shuffle=True, seed=5, device=None, gpu_cache=None)
         cached = DistNeighborLoader(env, [4, 3], batch_size=32, shuffle=True, seed=5, device="cpu", gpu_cache=cache)
         n = 0
@@ -229,3 +237,26 @@ def test_build_device_cache_takes_the_most_reached_rows(tmp_path):
         build_device_cache(fs, gs, "cpu", max_bytes=1 << 20, attr_names=["nope"])
     with pytest.raises(InvalidArgumentError, match="feature_store"):
         build_device_cache(gs, gs, "cpu", max_bytes=1 << 20)
+
+
+def test_device_cache_ranks_owned_rows_by_the_host_caches_count_in_a_hybrid_folder(tmp_path):
+    """A hybrid folder holds every destination's in-edges; the device cache's owned rows are ranked by the
+    in-edges of OWNED nodes only, as the host cache ranks remote rows (it counted every edge before)."""
+    from pyg_dist.format import load_original_ids
+    from pyg_dist.store import load_stores
+    from pyg_dist.store.cache_fill import owned_degree_ranking
+
+    data = _graph()
+    root = tmp_path / "hybrid"
+    Partitioner(data, 2, method="hybrid", base_method="random").save(root, overwrite=True, progress=False)
+    gs, _ = load_stores(str(root), ctx=DistContext(rank=0, world_size=2, num_partitions=2))
+    orig = load_original_ids(str(root))["_N"]                   # orig[global id] = the original id
+    owned = gs.book.owned_ids("_N", 0)
+    owned_orig = torch.zeros(data.num_nodes, dtype=torch.bool)
+    owned_orig[orig[owned]] = True
+    src, dst = data.edge_index
+    counts = torch.bincount(src[owned_orig[dst]], minlength=data.num_nodes)[orig[owned]]   # per owned global id
+    order = sorted(range(owned.numel()), key=lambda i: (counts[i] == 0, -int(counts[i]), int(owned[i])))
+    assert torch.equal(owned_degree_ranking(gs, "_N"), owned[torch.tensor(order)])
+    every = torch.bincount(src, minlength=data.num_nodes)[orig[owned]]
+    assert not torch.equal(every, counts)                       # the folder's every-edge count would rank otherwise

@@ -311,3 +311,38 @@ def test_batches_are_reproducible_whatever_workers_or_concurrency(tmp_path):
     assert again == runs[(0, 1)]
     assert runs[(0, 3)] == runs[(0, 1)] and runs[(2, 1)] == runs[(0, 1)]
     assert len(set(runs[(0, 1)][0])) == len(runs[(0, 1)][0])  # batches (and epochs) differ from each other
+
+
+def _worker_protects_frames(worker_id):
+    from pyg_dist.rpc.state import live_state
+    mode = live_state().transport.mode
+    if mode != "encrypt":
+        raise AssertionError(f"sampler worker {worker_id} runs wire protection {mode!r}")
+
+
+def _choices_rank(rank, world_size, root):
+    import os
+
+    from pyg_dist.loader.dist_node_loader import DistNeighborLoader
+    from pyg_dist.train.session import TrainConfig, dist_session
+
+    before = dict(os.environ)
+    with dist_session(TrainConfig(root, num_workers=1, wire_protection="encrypt", timeout=60)) as env:
+        assert {k: v for k, v in os.environ.items() if k.startswith("PYG_DIST_")} == \
+            {k: v for k, v in before.items() if k.startswith("PYG_DIST_")}        # no setting went through os.environ
+        loader = DistNeighborLoader(env, FANOUT, input_nodes="train_mask", batch_size=64, num_workers=1,
+                                    worker_init_fn=_worker_protects_frames)
+        setup = loader.worker_init_fn
+        try:
+            count = sum(1 for _ in loader)
+        finally:
+            loader.shutdown()
+        return setup.choices, count
+
+
+@pytest.mark.timeout(200)
+def test_workers_get_the_runs_transport_choices_from_the_config_not_the_environment(tmp_path):
+    _, root = _partition(tmp_path, 2)
+    res = spawn_world(2, _choices_rank, root, timeout=150, env={"PYG_DIST_WIRE_PROTECTION": "off"})
+    for choices, count in res:
+        assert choices == {"transport": "sockets", "wire_protection": "encrypt"} and count > 0

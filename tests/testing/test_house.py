@@ -150,3 +150,27 @@ def test_a_trainer_process_loads_no_partitioner_module(tmp_path):
     for loaded in spawn_world(2, house.trainer_modules, str(root), timeout=150):
         assert "pyg_dist.sampler.dist_neighbor" in loaded and "pyg_dist.format.reader" in loaded
         assert [m for m in loaded if m.startswith("pyg_dist.partition")] == []
+
+
+def test_the_module_page_is_fresh_and_names_every_module():
+    from pyg_dist.testing import module_map
+    page = (REPO / "docs" / "reference" / "modules.md").read_text(encoding="utf-8")
+    assert page == module_map.render_page(), "docs/reference/modules.md is stale: run python scripts/gen_layout.py"
+    assert module_map.missing_docstrings() == []
+    named = set(re.findall(r"^\| `(pyg_dist[\w.]*)` \|", page, flags=re.M))
+    assert named == set(house.imports()), "the page and the package disagree on which modules exist"
+
+
+def test_the_module_page_says_what_each_module_is_and_where_it_may_reach(tmp_path):
+    from pyg_dist.testing import module_map
+    root = _tree(tmp_path, {
+        "__init__.py": '"""Top."""\n',
+        "store/__init__.py": '"""Stores."""\n',
+        "store/a.py": '"""One store: the rows. More text."""\nfrom pyg_dist.format import c\n',
+        "format/__init__.py": '"""Format."""\n',
+        "format/c.py": "x = 1\n",                                                # no docstring
+    })
+    assert module_map.missing_docstrings(root) == ["pyg_dist.format.c"]
+    page = module_map.render_page(root)
+    assert "| `pyg_dist.store.a` | 2 | One store: the rows. | format |" in page
+    assert "## store" in page and "May import: core, ops, format, rpc." in page

@@ -2,6 +2,8 @@
 the InvalidArgumentError naming that variable and value before the process group forms (issue item 10)."""
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 import pyg_dist
@@ -25,6 +27,7 @@ BAD = {
     "PYG_DIST_RPC_TRANSPORTS": "carrier-pigeon",
     "PYG_DIST_SECRET_FILE": "/nonexistent/pyg_dist/secret",
     "PYG_DIST_SERVE_BUDGET_MB": "abc",
+    "PYG_DIST_TENSORPIPE_TRANSPORTS": "semaphore",
     "PYG_DIST_TRACEBACK": "yes",
     "PYG_DIST_TRANSPORT": "smoke-signals",
     "PYG_DIST_WIRE_PROTECTION": "rot13",
@@ -75,7 +78,8 @@ def test_good_values_and_unset_pass(clean_env, tmp_path):
             "PYG_DIST_FAILURE_TIMEOUT": "7.5", "PYG_DIST_FRAME_MAX_MB": "64", "PYG_DIST_IFNAME": "lo",
             "PYG_DIST_MALLOC_TUNING": "Off", "PYG_DIST_REPLY_MAX_MB": "8", "PYG_DIST_RPC_PORT": "29999",
             "PYG_DIST_RPC_TRANSPORTS": "uv,shm", "PYG_DIST_SECRET_FILE": str(secret),
-            "PYG_DIST_SERVE_BUDGET_MB": "16", "PYG_DIST_TRACEBACK": "1", "PYG_DIST_TRANSPORT": "tensorpipe",
+            "PYG_DIST_SERVE_BUDGET_MB": "16", "PYG_DIST_TENSORPIPE_TRANSPORTS": "uv", "PYG_DIST_TRACEBACK": "1",
+            "PYG_DIST_TRANSPORT": "tensorpipe",
             "PYG_DIST_WIRE_PROTECTION": "encrypt"}
     assert sorted(good) == sorted(NAMES)
     env_check.validate_env()                                        # all unset: the defaults
@@ -105,3 +109,16 @@ def test_flag_and_port_readers():
     for bad in ("0", "65536", "x"):
         with pytest.raises(InvalidArgumentError, match="PYG_DIST_RPC_PORT"):
             env_rpc_port({"PYG_DIST_RPC_PORT": bad})
+
+
+def test_the_old_tensorpipe_transports_name_is_read_with_a_deprecation_line(clean_env):
+    from pyg_dist.rpc.tensorpipe import tensorpipe_transports
+    assert tensorpipe_transports() == ["uv"]                        # neither set
+    clean_env.setenv("PYG_DIST_RPC_TRANSPORTS", "uv,shm")
+    with pytest.warns(DeprecationWarning, match="PYG_DIST_RPC_TRANSPORTS is deprecated: set "
+                                                "PYG_DIST_TENSORPIPE_TRANSPORTS"):
+        assert tensorpipe_transports() == ["uv", "shm"]
+    clean_env.setenv("PYG_DIST_TENSORPIPE_TRANSPORTS", "default")   # the new name wins, silently
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tensorpipe_transports() is None

@@ -3,14 +3,14 @@
 One code path: :func:`_slot` is the only place that knows a homogeneous batch is a ``Data`` (its one
 node / edge type maps to the object itself). Fields follow PyG's loaders. Features arrive in the folder's
 stored dtype; ``feature_dtype`` casts them once, here (:func:`pyg_dist.format.precision.batch_value`).
-Node types whose rows a GPU cache holds (``FeatureBatch.device``) get no feature attributes here: the batch
-carries ``_device_rows`` (the host rows of the ids the GPU does not hold) and the loader's device stage
-(:mod:`pyg_dist.loader.device`) sets the attributes on the GPU.
+Node types whose rows a GPU cache holds (``FeatureBatch.device``) get no feature attributes here: the loader hands
+the device stage (:mod:`pyg_dist.loader.device`) a :class:`HostBatch`, the batch with those types' plans (the host
+rows of the ids the GPU does not hold), and the device stage sets the attributes on the GPU.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Union
+from typing import Any, Dict, NamedTuple, Optional, Union
 
 import torch
 from torch_geometric.data import Data, HeteroData
@@ -45,9 +45,6 @@ def graph_batch(out: Union[SamplerOutput, HeteroSamplerOutput], features=None, c
             data.num_nodes = ids.numel()
         else:
             store.num_nodes = ids.numel()
-    if features is not None and features.device:  # rows a device cache holds: the device stage fills them
-        data._device_rows = {t: dataclasses.replace(r, host={n: batch_value(n, v, feature_dtype) for n, v in
-                                                             r.host.items()}) for t, r in features.device.items()}
     for et in row:
         store = _slot(data, et)
         store.edge_index = torch.stack([row[et], col[et]])
@@ -64,6 +61,32 @@ def graph_batch(out: Union[SamplerOutput, HeteroSamplerOutput], features=None, c
         data.num_sampled_nodes = out.num_sampled_nodes
         data.num_sampled_edges = out.num_sampled_edges
     return data
+
+
+class HostBatch(NamedTuple):
+    """What the batch stage hands the device stage when a GPU cache holds some node types' rows: the batch without
+    those attributes, and per node type the plan (:class:`~pyg_dist.store.device_cache.DeviceRows`) that puts them
+    together on the GPU from the cache and the host rows it carries."""
+    data: Union[Data, HeteroData]
+    device_rows: Dict[Any, Any]
+
+
+def device_rows(out, feature_dtype: Optional[torch.dtype] = None) -> Optional[Dict[Any, Any]]:
+    """The sample's plans for the node rows a GPU cache holds (host rows cast to ``feature_dtype``), or ``None``."""
+    features = getattr(out.metadata, "features", None)
+    if features is None or not features.device:
+        return None
+    return {t: dataclasses.replace(r, host={n: batch_value(n, v, feature_dtype) for n, v in r.host.items()})
+            for t, r in features.device.items()}
+
+
+def handed_on(data, out, feature_dtype: Optional[torch.dtype], transform):
+    """The batch stage's result: ``data`` (through ``transform``), or a :class:`HostBatch` when a GPU cache holds
+    rows of the sample (the loaders refuse ``transform`` with a GPU cache)."""
+    rows = device_rows(out, feature_dtype)
+    if rows is not None:
+        return HostBatch(data, rows)
+    return data if transform is None else transform(data)
 
 
 def node_batch(out, input_type: Optional[str], md=None, **graph) -> Union[Data, HeteroData]:
@@ -100,4 +123,4 @@ def link_batch(out, input_type, triplet: bool, md=None, **graph) -> Union[Data, 
     return data
 
 
-__all__ = ["graph_batch", "node_batch", "link_batch"]
+__all__ = ["graph_batch", "node_batch", "link_batch", "HostBatch", "device_rows", "handed_on"]

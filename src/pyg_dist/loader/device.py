@@ -40,6 +40,7 @@ from torch_geometric.data import Data, HeteroData
 
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
 from pyg_dist.format.precision import batch_value
+from pyg_dist.loader.batch import HostBatch
 from pyg_dist.store.buffers import buffer_pool
 from pyg_dist.store.device_cache import DeviceFeatureCache, normal_device
 
@@ -86,14 +87,13 @@ def _map_tensors(obj: Any, fn: Callable[[Tensor], Tensor]) -> Any:
 def move_batch(batch: Any, device: torch.device, cache: Optional[DeviceFeatureCache] = None,
                feature_dtype: Optional[torch.dtype] = None, non_blocking: bool = False) -> Any:
     """A copy of ``batch`` on ``device`` (``batch`` itself is left as it is): every tensor copied (pinned first
-    when ``non_blocking``), and the node attributes a device cache holds assembled there from its rows and the
-    batch's host rows."""
+    when ``non_blocking``), and, for a :class:`~pyg_dist.loader.batch.HostBatch`, the node attributes a device
+    cache holds assembled there from its rows and the host rows it carries."""
     rows = None
+    if isinstance(batch, HostBatch):  # the batch stage's plans for the rows the cache holds
+        batch, rows = batch
     if isinstance(batch, (Data, HeteroData)):  # PyG's apply() works in place: move a shallow copy
         batch = copy.copy(batch)
-        rows = getattr(batch, "_device_rows", None)
-        if rows is not None:
-            del batch._device_rows
 
     def to(t: Tensor) -> Tensor:
         if non_blocking and t.device.type == "cpu" and not t.is_pinned():
@@ -236,29 +236,9 @@ class DeviceStage:
             pass
 
 
-class DeviceBatches:
-    """Loader mixin: ``__iter__`` wraps the loader's iterator in a :class:`DeviceStage` when the loader has
-    a ``device`` other than the CPU (or a GPU cache). Loaders call :func:`setup_device` in ``__init__``."""
-
-    device: Optional[torch.device] = None
-    gpu_cache: Optional[DeviceFeatureCache] = None
-
-    def __iter__(self):
-        it = super().__iter__()
-        if self.device is None or (self.device.type == "cpu" and self.gpu_cache is None):
-            return it
-        return DeviceStage(it, self.device, self.gpu_cache, getattr(self, "feature_dtype", None))
-
-    def __getstate__(self):  # a spawned worker gets the loader without the GPU rows (its sampler has the index)
-        state = super().__getstate__() if hasattr(super(), "__getstate__") else dict(self.__dict__)
-        state = dict(state)
-        state["gpu_cache"] = None
-        return state
-
-
-def setup_device(loader, where: str, device: Any, gpu_cache: Any = None, sampler: Any = None,
-                 transform: Any = None) -> None:
-    """Sets ``loader.device`` and ``loader.gpu_cache`` (checked), and hands the cache's index to ``sampler``."""
+def setup_device(loader, where: str, device: Any, gpu_cache: Any = None, transform: Any = None) -> None:
+    """Sets ``loader.device`` and ``loader.gpu_cache`` (checked). The loader then builds its sampler with the
+    cache's index (``DistNeighborSampler(device_index=gpu_cache.index)``)."""
     loader.device = resolve_device(where, device)
     loader.gpu_cache = None
     if gpu_cache is None:
@@ -271,11 +251,7 @@ def setup_device(loader, where: str, device: Any, gpu_cache: Any = None, sampler
     if transform is not None:
         raise InvalidArgumentError(where, "gpu_cache", gpu_cache, "None with transform= (the transform runs on the "
                                    "host batch, before the cached rows are set on the GPU)")
-    if not hasattr(sampler, "device_index"):
-        raise InvalidArgumentError(where, "gpu_cache", gpu_cache, "None with a sampler other than "
-                                   "DistNeighborSampler")
-    sampler.device_index = gpu_cache.index
     loader.gpu_cache = gpu_cache
 
 
-__all__ = ["DeviceStage", "DeviceBatches", "resolve_device", "move_batch", "setup_device"]
+__all__ = ["DeviceStage", "resolve_device", "move_batch", "setup_device"]

@@ -1,5 +1,5 @@
-"""What both distributed loaders share: their data and context, seeds per rank, the sampler, and the
-loader mixin (agreed batch count, in-process prefetching, stopping workers).
+"""What both distributed loaders share when they are built: their data and context, seeds per rank, the
+sampler and the device (their iteration: :class:`~pyg_dist.loader.pipeline.DistPipelineLoader`).
 
 * :func:`resolve_data` turns what the user passes (a :class:`~pyg_dist.train.session.DistEnv` or PyG's
   ``(feature_store, graph_store)`` pair) into stores and a :class:`~pyg_dist.context.DistContext`.
@@ -7,15 +7,12 @@ loader mixin (agreed batch count, in-process prefetching, stopping workers).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Tuple
+from typing import Any, Mapping, Optional, Tuple
 
 import torch
 
 from pyg_dist.context import DistContext
 from pyg_dist.errors import InvalidArgumentError
-
-if TYPE_CHECKING:
-    from pyg_dist.loader.seed_split import SeedShare
 
 
 def resolve_data(where: str, data: Any, ctx: Optional[DistContext], num_workers: int):
@@ -89,7 +86,7 @@ def begin(loader, where: str, data: Any, ctx: Optional[DistContext], seed: Optio
     return fs, gs, ctx
 
 
-def setup_device(loader, where: str, data: Any, device: Any, gpu_cache: Any, sampler: Any, transform: Any) -> None:
+def setup_env_device(loader, where: str, data: Any, device: Any, gpu_cache: Any, transform: Any) -> None:
     """The distributed loaders' device stage (:mod:`pyg_dist.loader.device`): ``"auto"`` takes a ``DistEnv``'s
     ``device`` (``dist_session``'s: ``cuda:LOCAL_RANK`` with CUDA, else ``cpu``) and its ``gpu_cache`` (when
     the loader's device is the cache's), else ``None``."""
@@ -102,7 +99,14 @@ def setup_device(loader, where: str, data: Any, device: Any, gpu_cache: Any, sam
         gpu_cache = getattr(env, "gpu_cache", None)
         if gpu_cache is not None and gpu_cache.device != device:
             gpu_cache = None
-    D.setup_device(loader, where, device, gpu_cache, sampler, transform)
+    D.setup_device(loader, where, device, gpu_cache, transform)
+
+
+def rpc_choices(data: Any) -> dict:
+    """``init_rpc``'s ``transport`` / ``wire_protection`` for the loader's sampler workers: a ``DistEnv``'s
+    (``TrainConfig.rpc_choices()``), else ``{}`` (the variables', resolved when the workers are set up)."""
+    choices = getattr(getattr(data, "config", None), "rpc_choices", None)
+    return choices() if callable(choices) else {}
 
 
 #: The loader arguments both distributed loaders pass through to ``DistNeighborSampler``.
@@ -110,10 +114,17 @@ SAMPLER_ARGS = ("replace", "subgraph_type", "disjoint", "temporal_strategy", "ti
                 "concurrency", "node_attrs", "edge_attrs", "timeout", "remote_rows")
 
 
-def make_sampler(where: str, graph_store, feature_store, num_neighbors, neighbor_sampler, args: Mapping[str, Any]):
-    """The loader's sampler: ``neighbor_sampler`` when given, else a ``DistNeighborSampler`` with the
-    :data:`SAMPLER_ARGS` of ``args`` (the loader's arguments)."""
+def make_sampler(where: str, graph_store, feature_store, num_neighbors, neighbor_sampler, args: Mapping[str, Any],
+                 gpu_cache: Any = None):
+    """The loader's sampler: ``neighbor_sampler`` when given (built with ``gpu_cache``'s index when there is a
+    cache), else a ``DistNeighborSampler`` with the :data:`SAMPLER_ARGS` of ``args`` (the loader's arguments) and
+    the ``gpu_cache``'s index."""
+    index = gpu_cache.index if gpu_cache is not None else None
     if neighbor_sampler is not None:
+        if getattr(neighbor_sampler, "device_index", None) is not index:  # both None, or the loader's cache's
+            raise InvalidArgumentError(where, "neighbor_sampler", type(neighbor_sampler).__name__,
+                                       "a DistNeighborSampler built with device_index=gpu_cache.index of the loader's "
+                                       "gpu_cache (and without a device_index when the loader has no gpu_cache)")
         return neighbor_sampler
     from pyg_dist.loader import _checks
     from pyg_dist.sampler.dist_neighbor import DistNeighborSampler
@@ -121,34 +132,4 @@ def make_sampler(where: str, graph_store, feature_store, num_neighbors, neighbor
     kw = {k: args[k] for k in SAMPLER_ARGS}
     if isinstance(kw["remote_rows"], str) and kw["remote_rows"] == FROM_CONFIG:  # a DistEnv's TrainConfig, or exact
         kw["remote_rows"] = getattr(getattr(args.get("data"), "config", None), "remote_rows", "exact")
-    return DistNeighborSampler(graph_store, feature_store, num_neighbors, **kw)
-
-
-class DistLoaderMixin:
-    """What both distributed loaders share: the agreed batch count, in-process prefetching
-    (``concurrency`` batches in flight with ``num_workers=0``) and stopping their workers."""
-
-    seed_share: SeedShare  # this rank's seeds and the agreed batch count (set by the loader)
-
-    @property
-    def _dist_sampler(self):
-        return getattr(self, "node_sampler", None) or getattr(self, "link_sampler", None)
-
-    def _start_batch(self, index):
-        """The coroutine sampling one index batch (the loader's own ``collate_fn``, awaitable)."""
-        raise NotImplementedError
-
-    def __iter__(self):
-        from pyg_dist.loader.prefetch import prefetch_iterator
-        it = prefetch_iterator(self, self._start_batch)
-        return it if it is not None else super().__iter__()
-
-    @property
-    def num_batches(self) -> int:
-        """Batches per epoch (equal on every rank with ``seed_split="balanced"``)."""
-        return self.seed_share.num_batches
-
-    def shutdown(self) -> None:
-        """Stops this loader's workers (they leave RPC); call it on every rank at the same point."""
-        from pyg_dist.loader.workers import stop_workers
-        stop_workers(self)
+    return DistNeighborSampler(graph_store, feature_store, num_neighbors, device_index=index, **kw)

@@ -15,11 +15,11 @@ from torch_geometric.loader import LinkLoader
 from pyg_dist._types import HOMO_EDGE
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.loader import _checks, dist_base, workers
-from pyg_dist.loader.batch import link_batch
-from pyg_dist.loader.device import DeviceBatches
+from pyg_dist.loader.batch import handed_on, link_batch
 from pyg_dist.loader.dist_node_loader import rank_seeds
-from pyg_dist.loader.epoch import KeyedDataLoader, KeyedLinkBatches, split_keyed
+from pyg_dist.loader.epoch import link_collate, split_keyed
 from pyg_dist.loader.link_loader import resolve_neg_sampling
+from pyg_dist.loader.pipeline import DistPipelineLoader
 
 _WHERE = "DistLinkNeighborLoader"
 
@@ -87,7 +87,7 @@ def owned_link_seeds(gs, et, index: Optional[Tensor], edge_label: Optional[Tenso
     return out
 
 
-class DistLinkNeighborLoader(DeviceBatches, dist_base.DistLoaderMixin, KeyedLinkBatches, LinkLoader, KeyedDataLoader):
+class DistLinkNeighborLoader(LinkLoader, DistPipelineLoader):
     """Mini-batches around seed edges over a partitioned graph (PyG ``LinkNeighborLoader`` API).
 
     Args:
@@ -145,8 +145,9 @@ class DistLinkNeighborLoader(DeviceBatches, dist_base.DistLoaderMixin, KeyedLink
         batch_size = kwargs.get("batch_size", 1) or 1
         self.seed_share = rank_seeds(_WHERE, items, "dst", ctx, meta, et[-1], batch_size,
                                      bool(kwargs.get("drop_last", False)), seed_split, shuffle_seed)
-        neighbor_sampler = dist_base.make_sampler(_WHERE, gs, fs, num_neighbors, neighbor_sampler, locals())
-        dist_base.setup_device(self, _WHERE, data, device, gpu_cache, neighbor_sampler, transform)
+        dist_base.setup_env_device(self, _WHERE, data, device, gpu_cache, transform)
+        neighbor_sampler = dist_base.make_sampler(_WHERE, gs, fs, num_neighbors, neighbor_sampler, locals(),
+                                                  self.gpu_cache)
         mine = self.seed_share.items
         pairs = torch.stack([mine["src"], mine["dst"]])
         super().__init__(data=(fs, gs), link_sampler=neighbor_sampler,
@@ -154,18 +155,23 @@ class DistLinkNeighborLoader(DeviceBatches, dist_base.DistLoaderMixin, KeyedLink
                          edge_label=mine.get("label"), edge_label_time=mine.get("time"), neg_sampling=neg,
                          transform=transform, transform_sampler_output=transform_sampler_output,
                          filter_per_worker=filter_per_worker, input_id=mine["input_id"],
-                         **workers.loader_kwargs(_WHERE, kwargs, ctx, (fs, gs), rpc_port))
+                         **workers.loader_kwargs(_WHERE, kwargs, ctx, (fs, gs), rpc_port,
+                                                   dist_base.rpc_choices(data)))
         if not meta.is_hetero:
             self.input_data.input_type = None  # the homogeneous boundary: no edge type downstream
+
+    def collate_fn(self, index):
+        """Samples the index batch with its key (stage ``sample``; in a worker, or here one batch at a time)."""
+        return link_collate(self, index)
 
     def _start_batch(self, index):
         idx, key = split_keyed(index)
         return self.link_sampler.sample_from_edges_async(self.input_data[idx], self.neg_sampling, key)
 
     def filter_fn(self, out):
-        """Builds the ``Data`` / ``HeteroData`` link batch from the sample and its fetched rows."""
+        """Builds the ``Data`` / ``HeteroData`` link batch from the sample and its fetched rows (stage ``batch``)."""
         if self.transform_sampler_output:
             out = self.transform_sampler_output(out)
         triplet = self.neg_sampling is not None and self.neg_sampling.is_triplet()
         data = link_batch(out, self.input_data.input_type, triplet, feature_dtype=self.feature_dtype)
-        return data if self.transform is None else self.transform(data)
+        return handed_on(data, out, self.feature_dtype, self.transform)   # a HostBatch with a GPU cache

@@ -17,9 +17,9 @@ from torch_geometric.loader import NodeLoader
 from pyg_dist._types import HOMO_NODE
 from pyg_dist.errors import InvalidArgumentError, check_choice
 from pyg_dist.loader import _checks, dist_base, workers
-from pyg_dist.loader.batch import node_batch
-from pyg_dist.loader.device import DeviceBatches
-from pyg_dist.loader.epoch import KeyedDataLoader, KeyedNodeBatches, split_keyed
+from pyg_dist.loader.batch import handed_on, node_batch
+from pyg_dist.loader.epoch import node_collate, split_keyed
+from pyg_dist.loader.pipeline import DistPipelineLoader
 from pyg_dist.loader.seed_split import SeedShare, balance_seeds, share_index
 
 _WHERE = "DistNeighborLoader"
@@ -95,7 +95,7 @@ def rank_seeds(where: str, items: Dict[str, Tensor], key: str, ctx, meta, ntype:
     return SeedShare(items, batches, BalancePlan(batches, (n,), (n,), (), (0,)))
 
 
-class DistNeighborLoader(DeviceBatches, dist_base.DistLoaderMixin, KeyedNodeBatches, NodeLoader, KeyedDataLoader):
+class DistNeighborLoader(NodeLoader, DistPipelineLoader):
     """Mini-batches of sampled neighbourhoods over a partitioned graph (PyG ``NeighborLoader`` API).
 
     Args:
@@ -171,22 +171,28 @@ class DistNeighborLoader(DeviceBatches, dist_base.DistLoaderMixin, KeyedNodeBatc
         batch_size = kwargs.get("batch_size", 1) or 1
         self.seed_share = rank_seeds(_WHERE, items, "node", ctx, meta, ntype, batch_size,
                                      bool(kwargs.get("drop_last", False)), seed_split, shuffle_seed)
-        neighbor_sampler = dist_base.make_sampler(_WHERE, gs, fs, num_neighbors, neighbor_sampler, locals())
-        dist_base.setup_device(self, _WHERE, data, device, gpu_cache, neighbor_sampler, transform)
+        dist_base.setup_env_device(self, _WHERE, data, device, gpu_cache, transform)
+        neighbor_sampler = dist_base.make_sampler(_WHERE, gs, fs, num_neighbors, neighbor_sampler, locals(),
+                                                  self.gpu_cache)
         mine = self.seed_share.items
         nodes = (ntype, mine["node"]) if meta.is_hetero else mine["node"]
         super().__init__(data=(fs, gs), node_sampler=neighbor_sampler, input_nodes=nodes,
                          input_time=mine.get("time"), transform=transform,
                          transform_sampler_output=transform_sampler_output, filter_per_worker=filter_per_worker,
-                         input_id=mine["input_id"], **workers.loader_kwargs(_WHERE, kwargs, ctx, (fs, gs), rpc_port))
+                         input_id=mine["input_id"],
+                         **workers.loader_kwargs(_WHERE, kwargs, ctx, (fs, gs), rpc_port, dist_base.rpc_choices(data)))
+
+    def collate_fn(self, index):
+        """Samples the index batch with its key (stage ``sample``; in a worker, or here one batch at a time)."""
+        return node_collate(self, index)
 
     def _start_batch(self, index):
         idx, key = split_keyed(index)
         return self.node_sampler.sample_from_nodes_async(self.input_data[idx], key)
 
     def filter_fn(self, out):
-        """Builds the ``Data`` / ``HeteroData`` batch from the sample and its fetched rows."""
+        """Builds the ``Data`` / ``HeteroData`` batch from the sample and its fetched rows (stage ``batch``)."""
         if self.transform_sampler_output:
             out = self.transform_sampler_output(out)
         data = node_batch(out, self.input_data.input_type, feature_dtype=self.feature_dtype)
-        return data if self.transform is None else self.transform(data)
+        return handed_on(data, out, self.feature_dtype, self.transform)   # a HostBatch with a GPU cache

@@ -189,26 +189,21 @@ def sampler_key(sampler, key: Optional[int]) -> dict:
     return {"key": key} if key is not None and isinstance(sampler, SamplerBase) else {}
 
 
-class KeyedNodeBatches:
-    """``collate_fn`` of pyg_dist's node loaders: PyG ``NodeLoader``'s, with the batch's key."""
-
-    def collate_fn(self, index):
-        """Sample the seeds at ``index`` (a keyed index batch) with the batch's key."""
-        idx, key = split_keyed(index)
-        out = self.node_sampler.sample_from_nodes(self.input_data[idx], **sampler_key(self.node_sampler, key))
-        return self.filter_fn(out) if self.filter_per_worker else out
+def node_collate(loader, index):
+    """PyG ``NodeLoader``'s ``collate_fn`` with the batch's key: sample the seeds at ``index`` (a keyed index
+    batch); build the batch here too when ``filter_per_worker``."""
+    idx, key = split_keyed(index)
+    out = loader.node_sampler.sample_from_nodes(loader.input_data[idx], **sampler_key(loader.node_sampler, key))
+    return loader.filter_fn(out) if loader.filter_per_worker else out
 
 
-class KeyedLinkBatches:
-    """``collate_fn`` of pyg_dist's link loaders: PyG ``LinkLoader``'s, with the batch's key."""
-
-    def collate_fn(self, index):
-        """Sample the seed edges at ``index`` (a keyed index batch) with the batch's key."""
-        idx, key = split_keyed(index)
-        out = self.link_sampler.sample_from_edges(self.input_data[idx], neg_sampling=self.neg_sampling,
-                                                  **sampler_key(self.link_sampler, key))
-        return self.filter_fn(out) if self.filter_per_worker else out
+def link_collate(loader, index):
+    """PyG ``LinkLoader``'s ``collate_fn`` with the batch's key: sample the seed edges at ``index`` (a keyed index
+    batch); build the batch here too when ``filter_per_worker``."""
+    idx, key = split_keyed(index)
+    out = loader.link_sampler.sample_from_edges(loader.input_data[idx], neg_sampling=loader.neg_sampling,
+                                                **sampler_key(loader.link_sampler, key))
+    return loader.filter_fn(out) if loader.filter_per_worker else out
 
 
-__all__ = ["KeyedBatchSampler", "KeyedDataLoader", "KeyedNodeBatches", "KeyedLinkBatches", "split_keyed",
-           "sampler_key"]
+__all__ = ["KeyedBatchSampler", "KeyedDataLoader", "node_collate", "link_collate", "split_keyed", "sampler_key"]

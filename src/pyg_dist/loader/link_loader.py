@@ -18,10 +18,11 @@ from torch_geometric.sampler import NegativeSampling
 from pyg_dist._types import EdgeType
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.loader import _checks
-from pyg_dist.loader.device import DeviceBatches, setup_device
-from pyg_dist.loader.epoch import KeyedDataLoader, KeyedLinkBatches
+from pyg_dist.loader.device import setup_device
+from pyg_dist.loader.epoch import link_collate
 from pyg_dist.loader.node_loader import begin, make_local_sampler
-from pyg_dist.loader.store_batch import PairLinkBatches
+from pyg_dist.loader.pipeline import PipelineLoader
+from pyg_dist.loader.store_batch import pair_batch, pair_link_batch
 from pyg_dist.sampler.links import FilteredNegativeSampling, edge_keys
 from pyg_dist.sampler.store_pair import is_store_pair, pair_coo, pair_view
 
@@ -89,7 +90,7 @@ def _check_neg(neg: Optional[NegativeSampling], edge_label: Any, edge_type: Edge
                                        f"{num} weights (one per {ntype!r} node)")
 
 
-class LinkNeighborLoader(DeviceBatches, PairLinkBatches, KeyedLinkBatches, LinkLoader, KeyedDataLoader):
+class LinkNeighborLoader(LinkLoader, PipelineLoader):
     """Mini-batches of sampled neighbourhoods around seed edges (PyG's ``LinkNeighborLoader``).
 
     Args:
@@ -171,3 +172,11 @@ class LinkNeighborLoader(DeviceBatches, PairLinkBatches, KeyedLinkBatches, LinkL
                          edge_label=edge_label, edge_label_time=edge_label_time, neg_sampling=neg,
                          transform=transform, transform_sampler_output=transform_sampler_output,
                          filter_per_worker=filter_per_worker, **kwargs)
+
+    def collate_fn(self, index):
+        """Samples the seed edges at ``index`` (a keyed index batch) with the batch's key (stage ``sample``)."""
+        return link_collate(self, index)
+
+    def filter_fn(self, out):
+        """The link batch (stage ``batch``; :func:`~pyg_dist.loader.store_batch.pair_batch`)."""
+        return pair_batch(self, out, self.link_sampler, pair_link_batch, LinkLoader.filter_fn)

@@ -13,9 +13,10 @@ from torch import Tensor
 from torch_geometric.loader import NodeLoader
 
 from pyg_dist.loader import _checks
-from pyg_dist.loader.device import DeviceBatches, setup_device
-from pyg_dist.loader.epoch import KeyedDataLoader, KeyedNodeBatches
-from pyg_dist.loader.store_batch import PairNodeBatches
+from pyg_dist.loader.device import setup_device
+from pyg_dist.loader.epoch import node_collate
+from pyg_dist.loader.pipeline import PipelineLoader
+from pyg_dist.loader.store_batch import pair_batch, pair_node_batch
 
 _WHERE = "NeighborLoader"
 
@@ -46,7 +47,7 @@ def make_local_sampler(args: Mapping[str, Any]):
                            share_memory=args["kwargs"].get("num_workers", 0) > 0)
 
 
-class NeighborLoader(DeviceBatches, PairNodeBatches, KeyedNodeBatches, NodeLoader, KeyedDataLoader):
+class NeighborLoader(NodeLoader, PipelineLoader):
     """Mini-batches of sampled neighbourhoods around seed nodes (PyG's ``NeighborLoader`` semantics).
 
     Args:
@@ -112,3 +113,11 @@ class NeighborLoader(DeviceBatches, PairNodeBatches, KeyedNodeBatches, NodeLoade
                          input_time=input_time, transform=transform,
                          transform_sampler_output=transform_sampler_output,
                          filter_per_worker=filter_per_worker, **kwargs)
+
+    def collate_fn(self, index):
+        """Samples the seeds at ``index`` (a keyed index batch) with the batch's key (stage ``sample``)."""
+        return node_collate(self, index)
+
+    def filter_fn(self, out):
+        """The batch (stage ``batch``; :func:`~pyg_dist.loader.store_batch.pair_batch`)."""
+        return pair_batch(self, out, self.node_sampler, pair_node_batch, NodeLoader.filter_fn)

@@ -80,35 +80,34 @@ def uses_pair_filter(loader, sampler) -> bool:
     return is_store_pair(loader.data) and isinstance(sampler, SamplerBase)
 
 
-class PairNodeBatches:
-    """``filter_fn`` of the one-machine node loader over a store pair (else PyG's)."""
-
-    def filter_fn(self, out):
-        """Joins the sampled nodes with their rows (one ``multi_get_tensor``), then PyG's batch fields."""
-        if not uses_pair_filter(self, self.node_sampler):
-            return super().filter_fn(out)
-        out, features = _sampled(self, out)
-        md = SimpleNamespace(input_id=out.metadata[0], seed_time=out.metadata[1])
-        return _finish(self, B.node_batch(out, self.input_data.input_type, md=md, features=features,
-                                          cls=self.custom_cls))
+def pair_batch(loader, out, sampler, pair_fn, pyg_fn):
+    """A one-machine loader's ``filter_fn``: over a store pair sampled by a pyg_dist sampler
+    (:func:`uses_pair_filter`), ``pair_fn`` (the sampled nodes joined with their rows in one ``multi_get_tensor``);
+    else PyG's ``pyg_fn``."""
+    return pair_fn(loader, out) if uses_pair_filter(loader, sampler) else pyg_fn(loader, out)
 
 
-class PairLinkBatches:
-    """``filter_fn`` of the one-machine link loader over a store pair (else PyG's)."""
-
-    def filter_fn(self, out):
-        """Joins the sampled nodes with their rows (one ``multi_get_tensor``), then PyG's link fields."""
-        if not uses_pair_filter(self, self.link_sampler):
-            return super().filter_fn(out)
-        out, features = _sampled(self, out)
-        triplet = self.neg_sampling is not None and self.neg_sampling.is_triplet()
-        m = out.metadata
-        if triplet:
-            md = SimpleNamespace(input_id=m[0], src_index=m[1], dst_pos_index=m[2], dst_neg_index=m[3], seed_time=m[4])
-        else:
-            md = SimpleNamespace(input_id=m[0], edge_label_index=m[1], edge_label=m[2], edge_label_time=m[3])
-        return _finish(self, B.link_batch(out, self.input_data.input_type, triplet, md=md, features=features,
-                                          cls=self.custom_cls))
+def pair_node_batch(loader, out):
+    """The node batch of a store pair (:func:`uses_pair_filter`): the sampled nodes joined with their rows (one
+    ``multi_get_tensor``), then PyG's batch fields."""
+    out, features = _sampled(loader, out)
+    md = SimpleNamespace(input_id=out.metadata[0], seed_time=out.metadata[1])
+    return _finish(loader, B.node_batch(out, loader.input_data.input_type, md=md, features=features,
+                                        cls=loader.custom_cls))
 
 
-__all__ = ["fetch_pair_features", "PairNodeBatches", "PairLinkBatches", "uses_pair_filter"]
+def pair_link_batch(loader, out):
+    """The link batch of a store pair (:func:`uses_pair_filter`): the sampled nodes joined with their rows (one
+    ``multi_get_tensor``), then PyG's link fields."""
+    out, features = _sampled(loader, out)
+    triplet = loader.neg_sampling is not None and loader.neg_sampling.is_triplet()
+    m = out.metadata
+    if triplet:
+        md = SimpleNamespace(input_id=m[0], src_index=m[1], dst_pos_index=m[2], dst_neg_index=m[3], seed_time=m[4])
+    else:
+        md = SimpleNamespace(input_id=m[0], edge_label_index=m[1], edge_label=m[2], edge_label_time=m[3])
+    return _finish(loader, B.link_batch(out, loader.input_data.input_type, triplet, md=md, features=features,
+                                        cls=loader.custom_cls))
+
+
+__all__ = ["fetch_pair_features", "pair_batch", "pair_node_batch", "pair_link_batch", "uses_pair_filter"]

@@ -65,10 +65,13 @@ def agree_world(where: str, ctx: DistContext, index: int, num_workers: int,
     return ctx.for_loader(index, num_workers, port=every[0][1])
 
 
-def loader_kwargs(where: str, kwargs: dict, ctx: DistContext, stores, port: Optional[int] = None) -> dict:
+def loader_kwargs(where: str, kwargs: dict, ctx: DistContext, stores, port: Optional[int] = None,
+                  rpc_choices: Optional[dict] = None) -> dict:
     """DataLoader kwargs for the deployment: workers serve and join RPC; they must be persistent.
 
-    ``port``: the worker world's rendezvous port (see :func:`agree_world`)."""
+    ``port``: the worker world's rendezvous port (see :func:`agree_world`); ``rpc_choices``: ``init_rpc``'s
+    ``transport`` / ``wire_protection`` (a ``DistEnv``'s ``TrainConfig.rpc_choices()``; ``None`` ones are resolved
+    here, from the variables, so the workers get the trainer's choices whatever environment they start with)."""
     workers = kwargs.get("num_workers", 0)
     if workers == 0:
         if port is not None:
@@ -86,8 +89,17 @@ def loader_kwargs(where: str, kwargs: dict, ctx: DistContext, stores, port: Opti
     if stores is not None:
         share_with_workers(where, stores[0])
     world = agree_world(where, ctx, next(_WORKER_WORLDS), workers, port)
-    out["worker_init_fn"] = WorkerSetup(world, stores, kwargs.get("worker_init_fn"))
+    out["worker_init_fn"] = WorkerSetup(world, stores, kwargs.get("worker_init_fn"),
+                                        choices=resolved_rpc_choices(rpc_choices or {}))
     return out
+
+
+def resolved_rpc_choices(choices: dict) -> dict:
+    """``init_rpc``'s ``transport`` and ``wire_protection``, the ``None`` ones read from their variables now."""
+    from pyg_dist.rpc.seal import wire_mode
+    from pyg_dist.rpc.transport import transport_name
+    return {"transport": transport_name(choices.get("transport")),
+            "wire_protection": wire_mode(choices.get("wire_protection"))}
 
 
 def share_with_workers(where: str, feature_store) -> None:
@@ -117,8 +129,9 @@ class WorkerSetup:
     """``worker_init_fn`` for ``num_workers > 0``: serve the partition, join RPC, leave it at exit."""
 
     def __init__(self, ctx: DistContext, stores, user_fn: Optional[Callable[[int], Any]] = None,
-                 timeout: float = 120.0):
+                 timeout: float = 120.0, choices: Optional[dict] = None):
         self.ctx, self.stores, self.user_fn, self.timeout = ctx, stores, user_fn, timeout
+        self.choices = dict(choices or {})  # init_rpc's transport / wire_protection, the trainer's
 
     def __call__(self, worker_id: int) -> None:
         """In DataLoader worker ``worker_id``: serve the partition, join RPC, then run the user's init function."""
@@ -131,7 +144,7 @@ class WorkerSetup:
         fs, gs = self.stores
         tune_allocator()
         serve_partition(gs, fs)
-        rpc.init_rpc(self.ctx.for_worker(worker_id), timeout=self.timeout)
+        rpc.init_rpc(self.ctx.for_worker(worker_id), timeout=self.timeout, **self.choices)
         util.Finalize(None, _leave_rpc, args=(os.getppid(),), exitpriority=100)
         if self.user_fn is not None:
             self.user_fn(worker_id)

@@ -24,17 +24,19 @@ DEFAULT_INIT_TIMEOUT = 120.0
 DEFAULT_SHUTDOWN_TIMEOUT = 120.0
 
 
-def _create(kind: str) -> _carrier.Transport:
-    """A fresh transport of kind ``kind`` (see :data:`pyg_dist.rpc.transport.TRANSPORTS`), imported on first use."""
+def _create(kind: str, wire: str) -> _carrier.Transport:
+    """A fresh transport of kind ``kind`` (see :data:`pyg_dist.rpc.transport.TRANSPORTS`), imported on first use;
+    ``wire``: the ``sockets`` transport's frame protection (:mod:`.seal`; TensorPipe has none)."""
     if kind == "tensorpipe":
         from .tensorpipe import TensorPipeTransport
         return TensorPipeTransport()
     from .sockets import SocketTransport
-    return SocketTransport()
+    return SocketTransport(wire)
 
 
 def init_rpc(ctx: DistContext, *, timeout: float = DEFAULT_INIT_TIMEOUT,
-             call_timeout: Optional[float] = None, num_threads: int = 16, transport: Optional[str] = None) -> None:
+             call_timeout: Optional[float] = None, num_threads: int = 16, transport: Optional[str] = None,
+             wire_protection: Optional[str] = None) -> None:
     """Joins this process to the RPC world described by ``ctx`` (idempotent).
 
     Register callees (:func:`~pyg_dist.rpc.register_callee`) before calling this: peers may call as
@@ -49,6 +51,9 @@ def init_rpc(ctx: DistContext, *, timeout: float = DEFAULT_INIT_TIMEOUT,
         num_threads: RPC server threads serving callees in this process.
         transport: ``"sockets"`` or ``"tensorpipe"`` (default: ``$PYG_DIST_TRANSPORT``, else ``"sockets"``;
             see :mod:`pyg_dist.rpc.transport`). Every member of a world must use the same one.
+        wire_protection: What the ``sockets`` transport does to every frame: ``"integrity"``, ``"encrypt"`` or
+            ``"off"`` (default: ``$PYG_DIST_WIRE_PROTECTION``, else ``"integrity"``; :mod:`pyg_dist.rpc.seal`).
+            Every member of a world must use the same one.
 
     Raises:
         InvalidArgumentError: a bad argument, a different context already initialised, or
@@ -72,6 +77,8 @@ def init_rpc(ctx: DistContext, *, timeout: float = DEFAULT_INIT_TIMEOUT,
     call_timeout = check_seconds(where, "call_timeout", call_timeout)
     check_positive_int(where, "num_threads", num_threads)
     kind = _carrier.transport_name(transport)
+    from .seal import wire_mode
+    wire = wire_mode(wire_protection)
     rpc_rank = ctx.rpc_rank
     if rpc_rank is None:  # a trainer whose sampler workers join RPC instead (not ctx.joins_rpc)
         raise InvalidArgumentError(where, "ctx", ctx, "a context that joins RPC: num_workers=0, or "
@@ -88,7 +95,7 @@ def init_rpc(ctx: DistContext, *, timeout: float = DEFAULT_INIT_TIMEOUT,
         set_state(state)  # visible to callees that run while the rendezvous completes
         try:
             if state.uses_rpc:
-                state.transport = _create(kind)
+                state.transport = _create(kind, wire)
                 state.transport.start(ctx, name, timeout, call_timeout, num_threads)
         except BaseException:
             verdict.publish_in_flight()  # members still waiting in the rendezvous read why this one will not come

@@ -73,7 +73,8 @@ class SocketTransport(Transport):
     ctx: DistContext
     listener: socket.socket
 
-    def __init__(self) -> None:
+    def __init__(self, wire: Optional[str] = None) -> None:
+        self.mode = wire_mode(wire)  # checked: a bad value names init_rpc's wire_protection (or the variable)
         self.log = RateLimitedLog()
         self.closing = threading.Event()
         self.met = threading.Event()  # every member's entry is in (servers check claimed ranks against them)
@@ -92,7 +93,6 @@ class SocketTransport(Transport):
         from pyg_dist.iface import listening_socket, own_address
 
         self.ctx, self.name_, self.timeout = ctx, name, timeout
-        self.mode = wire_mode()
         secret = auth.file_secret()
         if ctx.hosts_rpc_store and not leave.is_hosting(ctx):
             check_port_free(leave.rpc_port(ctx))

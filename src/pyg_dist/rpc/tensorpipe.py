@@ -10,7 +10,7 @@ import contextlib
 import importlib.util
 import os
 import warnings
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, List, Optional
 
 import torch
 
@@ -20,7 +20,10 @@ from . import callees, leave, verdict
 from .state import torch_rpc
 from .transport import Transport, check_port_free, run_bounded
 
-TP_TRANSPORTS_ENV = "PYG_DIST_RPC_TRANSPORTS"
+TP_TRANSPORTS_ENV = "PYG_DIST_TENSORPIPE_TRANSPORTS"
+#: The old name of :data:`TP_TRANSPORTS_ENV`, still read (with a ``DeprecationWarning``) when the new one is unset:
+#: it read like ``PYG_DIST_TRANSPORT``, which picks pyg_dist's RPC transport, not TensorPipe's.
+TP_TRANSPORTS_OLD_ENV = "PYG_DIST_RPC_TRANSPORTS"
 #: What torch prints, once per rank, from inside ``torch.distributed.rpc.init_rpc`` with a fixed world size: its
 #: start-up (``rpc.backend_registry``) exchanges the device maps by ``all_gather_object`` over a bare
 #: ``ProcessGroupGloo`` backend it builds itself, and ``all_gather_object`` calls that deprecated. The call is
@@ -33,18 +36,24 @@ def _remote_serve(op: str, payload: Any, partitioning: Optional[str] = None) -> 
     return callees.serve_packed(op, payload, partitioning)
 
 
-def _transport_kwargs() -> dict:
-    """TensorPipe transports: ``$PYG_DIST_RPC_TRANSPORTS`` (comma list, or ``default`` for TensorPipe's
-    own choice), else ``uv`` (TCP). TensorPipe's default shared-memory transport busy-polls: measured
-    here, an idle 2-rank world burned 35-95 % of a core per rank with it and ~0 % with ``uv``, which
-    also works across machines."""
-    value = os.environ.get(TP_TRANSPORTS_ENV, "uv").strip()
+def tensorpipe_transports() -> Optional[List[str]]:
+    """TensorPipe's own transports for the ``tensorpipe`` RPC transport: ``$PYG_DIST_TENSORPIPE_TRANSPORTS`` (comma
+    list of ``uv``, ``shm``, ``ibv``; ``default``: ``None``, TensorPipe's own choice), else ``["uv"]`` (TCP).
+    TensorPipe's default shared-memory transport busy-polls: measured here, an idle 2-rank world burned 35-95 % of
+    a core per rank with it and ~0 % with ``uv``, which also works across machines. The old name,
+    ``$PYG_DIST_RPC_TRANSPORTS``, is read when the new one is unset, with a ``DeprecationWarning``."""
+    var = TP_TRANSPORTS_ENV
+    if not os.environ.get(var, "").strip() and os.environ.get(TP_TRANSPORTS_OLD_ENV, "").strip():
+        var = TP_TRANSPORTS_OLD_ENV
+        warnings.warn(f"{TP_TRANSPORTS_OLD_ENV} is deprecated: set {TP_TRANSPORTS_ENV} (TensorPipe's own transports; "
+                      "PYG_DIST_TRANSPORT picks pyg_dist's RPC transport)", DeprecationWarning, stacklevel=2)
+    value = os.environ.get(var, "").strip() or "uv"
     if value == "default":
-        return {}
+        return None
     names = [v.strip() for v in value.split(",") if v.strip()]
     if not names or any(n not in ("uv", "shm", "ibv") for n in names):
-        raise InvalidArgumentError("init_rpc", TP_TRANSPORTS_ENV, value, "'default' or a comma list of uv, shm, ibv")
-    return {"_transports": names}
+        raise InvalidArgumentError("init_rpc", var, value, "'default' or a comma list of uv, shm, ibv")
+    return names
 
 
 def _init_torch_rpc(rpc: Any, name: str, ctx: DistContext, opts: Any) -> None:
@@ -85,8 +94,10 @@ class TensorPipeTransport(Transport):
         apply_ifname(ctx.master_addr)
         abort.install(name)  # a transport abort (a stray connection) prints one typed line before SIGABRT
         method = leave.init_method(ctx)
+        names = tensorpipe_transports()
         opts = rpc.TensorPipeRpcBackendOptions(init_method=method, rpc_timeout=call_timeout,
-                                               num_worker_threads=num_threads, **_transport_kwargs())
+                                               num_worker_threads=num_threads,
+                                               **({} if names is None else {"_transports": names}))
         what = f"init_rpc of {name} (rpc rank {ctx.rpc_rank} of {ctx.rpc_world_size}) via {method}"
         # Workers inherit TORCHELASTIC_USE_AGENT_STORE from torchrun; with it a tcp:// rendezvous acts as a
         # store client only and hangs (design.md §7). Hide it while the rendezvous runs (rank 0 also

@@ -72,6 +72,13 @@ def _check_graph_store(gs):
     return gs
 
 
+def _check_device_index(index):
+    from pyg_dist.store.device_cache import DeviceRowIndex
+    if index is not None and not isinstance(index, DeviceRowIndex):
+        raise InvalidArgumentError(_WHERE, "device_index", index, "None or a DeviceRowIndex (gpu_cache.index)")
+    return index
+
+
 def _time_level(meta, time_attr) -> Optional[str]:
     if time_attr is None:
         return None
@@ -134,6 +141,9 @@ class DistNeighborSampler(SamplerBase):
             offset per row, ~4x fewer bytes for float32; each element within ``scale / 2`` of its value, ``scale =
             (max - min) / 255`` over its row, plus float32 rounding: :mod:`pyg_dist.store.quant`). Local and
             cached rows, labels, masks, ids and times stay exact.
+        device_index: A :class:`~pyg_dist.store.device_cache.DeviceRowIndex` (``gpu_cache.index`` of a
+            :class:`~pyg_dist.store.device_cache.DeviceFeatureCache`): the node rows it holds are not fetched and
+            arrive in ``metadata.features.device`` (the loader's device stage fills them). Default ``None``.
 
     Example:
         >>> graph, feats = load_stores("/tmp/demo-2", ctx=ctx)                     # doctest: +SKIP
@@ -145,16 +155,14 @@ class DistNeighborSampler(SamplerBase):
     """
 
     _where = _WHERE
-    #: A :class:`~pyg_dist.store.device_cache.DeviceRowIndex` set by a loader with a GPU cache: the node rows it
-    #: holds are not fetched and arrive in ``metadata.features.device`` (the loader's device stage fills them).
-    device_index = None
 
     def __init__(self, graph_store, feature_store, num_neighbors, *, replace: bool = False,
                  subgraph_type: str = "directional", disjoint: bool = False, temporal_strategy: str = "uniform",
                  time_attr: Optional[str] = None, weight_attr: Optional[str] = None, directed: bool = True,
                  backend: str = "auto", concurrency: int = 1, fetch_features: bool = True,
                  node_attrs: Optional[Sequence[str]] = None, edge_attrs: Optional[Sequence[str]] = None,
-                 timeout: Optional[float] = None, stats: Optional[SamplerStats] = None, remote_rows: str = "exact"):
+                 timeout: Optional[float] = None, stats: Optional[SamplerStats] = None, remote_rows: str = "exact",
+                 device_index=None):
         meta = _check_graph_store(graph_store).partition_meta
         self._check_feature_store(graph_store, feature_store, fetch_features)
         subgraph_type = check_sampling_args(_WHERE, num_neighbors, subgraph_type, temporal_strategy, directed)
@@ -171,6 +179,7 @@ class DistNeighborSampler(SamplerBase):
         self.concurrency = check_positive_int(_WHERE, "concurrency", concurrency)
         self.fetch_features, self.stats, self.timeout = bool(fetch_features), stats, float(timeout)
         self.remote_rows = check_remote_rows(_WHERE, remote_rows)
+        self.device_index = _check_device_index(device_index)
         self._set_sampling(num_neighbors, subgraph_type, replace, disjoint, temporal_strategy,
                            _time_level(meta, time_attr), _weighted(meta, weight_attr),
                            resolve_backend(backend, None, _WHERE), self.timeout)

@@ -28,7 +28,7 @@ from torch import Tensor
 
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.format.cache_file import DEFAULT_CACHE_ATTRS as DEFAULT_ATTRS
-from pyg_dist.format.cache_file import CacheEntry, degree_ranked, rows_within
+from pyg_dist.format.cache_file import CacheEntry, degree_ranked, rank_by_count, rows_within, source_counts
 
 #: Rows per fill request: at most this many bytes (one request per owner per chunk).
 FILL_CHUNK_BYTES = 64 << 20
@@ -42,21 +42,40 @@ def owned_mask(book, ntype: str, part: int, num_nodes: int) -> Tensor:
     return mask
 
 
-def degree_ranking(graph_store, ntype: str) -> Tensor:
-    """Remote ids of ``ntype`` ranked by their number of edges into this partition's owned nodes."""
+def owned_in_edge_sources(graph_store, ntype: str) -> List[Tensor]:
+    """The source ids (of ``ntype``) of every in-edge of this partition's OWNED nodes, one tensor per edge type:
+    what both degree rankings count (a hybrid folder holds every destination's in-edges; only the owned ones'
+    are kept)."""
     book, part = graph_store.book, graph_store.partition
     sources = []
     for et in graph_store.edge_types:
         if et[0] != ntype:
             continue
         csc, (start, _) = graph_store.local_csc(et), graph_store.dst_range(et)  # row may be int32 (compact)
-        if graph_store.partition_meta.hybrid:  # every destination is here: keep the owned ones' in-edges
+        if graph_store.partition_meta.hybrid:
             lo, hi = book.owned_range(et[2], part)
             sources.append(csc.row[int(csc.colptr[lo - start]):int(csc.colptr[hi - start])])
         else:
             sources.append(csc.row)
+    return sources
+
+
+def degree_ranking(graph_store, ntype: str) -> Tensor:
+    """Remote ids of ``ntype`` ranked by their number of edges into this partition's owned nodes."""
+    book, part = graph_store.book, graph_store.partition
     n = book.num_items(ntype)
-    return degree_ranked(sources, owned_mask(book, ntype, part, n))
+    return degree_ranked(owned_in_edge_sources(graph_store, ntype), owned_mask(book, ntype, part, n))
+
+
+def owned_degree_ranking(graph_store, ntype: str) -> Tensor:
+    """Every OWNED id of ``ntype``, ranked by the same count as :func:`degree_ranking` (zero counts last, by
+    id): the order the device cache takes a partition's own rows in."""
+    book, part = graph_store.book, graph_store.partition
+    n = book.num_items(ntype)
+    own_ids = book.owned_ids(ntype, part)
+    counts = source_counts(owned_in_edge_sources(graph_store, ntype), n)
+    ranked = rank_by_count(counts, ~owned_mask(book, ntype, part, n))
+    return torch.cat([ranked, own_ids[counts.index_select(0, own_ids) == 0]])
 
 
 # ------------------------------------------------------------------------------------------- budget
@@ -162,4 +181,5 @@ def fill_rows_collective(feature_store, ids: Dict[str, Tensor], attrs: Dict[str,
     return entries
 
 
-__all__ = ["degree_ranking", "budget_rows", "fill_rows", "fill_rows_collective", "cached_attrs", "DEFAULT_ATTRS"]
+__all__ = ["degree_ranking", "owned_degree_ranking", "owned_in_edge_sources", "budget_rows", "fill_rows",
+           "fill_rows_collective", "cached_attrs", "DEFAULT_ATTRS"]

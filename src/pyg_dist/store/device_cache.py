@@ -5,8 +5,9 @@ With the model on a GPU every batch's node rows cross PCIe: ~150 MB per batch of
 batches ask for most can live on the GPU instead: the remote-feature cache's rows
 (:class:`~pyg_dist.store.cache.FeatureCache`, which batches would otherwise read from host memory) first, then,
 while the byte budget lasts, the partition's own rows ranked by how many of its in-edges they are the source of
-(the rows sampling reaches most). A batch's feature round then asks the host only for the rows the GPU does not
-hold (:func:`pyg_dist.sampler.features.fetch_features_async`), and the loader's device stage
+(the rows sampling reaches most; the same count as the host cache's ranking,
+:func:`~pyg_dist.store.cache_fill.owned_degree_ranking`). A batch's feature round then asks the host only for
+the rows the GPU does not hold (:func:`pyg_dist.sampler.features.fetch_features_async`), and the loader's device stage
 (:mod:`pyg_dist.loader.device`) assembles each attribute on the GPU from the cached rows and the copied host
 rows: cached rows are neither gathered on the host nor copied per batch.
 
@@ -29,9 +30,9 @@ import torch
 from torch import Tensor
 
 from pyg_dist.errors import InvalidArgumentError
-from pyg_dist.format.cache_file import DEFAULT_CACHE_ATTRS, CacheEntry, rank_by_count, rows_within, source_counts
+from pyg_dist.format.cache_file import DEFAULT_CACHE_ATTRS, CacheEntry, rows_within
 from pyg_dist.store.cache import FeatureCache
-from pyg_dist.store.cache_fill import cached_attrs
+from pyg_dist.store.cache_fill import cached_attrs, owned_degree_ranking
 
 _WHERE = "build_device_cache"
 #: Attributes cached by default, where the folder has them (what the sampler fetches by default; the host
@@ -137,26 +138,11 @@ def normal_device(device) -> torch.device:
     return device
 
 
-def _hot_owned(graph_store, ntype: str) -> Tensor:
-    """Owned ids of ``ntype`` ranked by how many in-edges of owned nodes they are the source of (zero
-    counts last, by id)."""
-    book, part = graph_store.book, graph_store.partition
-    sources = [graph_store.local_csc(et).row for et in graph_store.edge_types if et[0] == ntype]
-    n = book.num_items(ntype)
-    owned = torch.zeros(n, dtype=torch.bool)
-    own_ids = book.owned_ids(ntype, part)
-    owned[own_ids] = True
-    counts = source_counts(sources, n)
-    ranked = rank_by_count(counts, ~owned)
-    cold = own_ids[counts.index_select(0, own_ids) == 0]
-    return torch.cat([ranked, cold])
-
-
 def _candidates(feature_store, graph_store, ntype: str) -> Tensor:
     """Ids in the order they are cached: the host cache's rows, then owned rows by in-edge count."""
     host = feature_store.cache
     first = host.entries[ntype].ids if host is not None and ntype in host.entries else torch.empty(0, dtype=torch.long)
-    return torch.cat([first, _hot_owned(graph_store, ntype)])
+    return torch.cat([first, owned_degree_ranking(graph_store, ntype)])
 
 
 def _row_bytes(feature_store, t: str, names: Sequence[str]) -> Tuple[Dict[str, Tensor], int]:

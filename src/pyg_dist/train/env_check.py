@@ -60,8 +60,8 @@ def _serve_budget() -> object:
 
 
 def _tp_transports() -> object:
-    from pyg_dist.rpc.tensorpipe import _transport_kwargs
-    return _transport_kwargs()
+    from pyg_dist.rpc.tensorpipe import tensorpipe_transports
+    return tensorpipe_transports()
 
 
 def _secret_file() -> object:
@@ -94,6 +94,7 @@ READERS: Dict[str, Callable[[], object]] = {
     "PYG_DIST_REPLY_MAX_MB": _reply_max,
     "PYG_DIST_RPC_PORT": env_rpc_port,
     "PYG_DIST_RPC_TRANSPORTS": _tp_transports,
+    "PYG_DIST_TENSORPIPE_TRANSPORTS": _tp_transports,
     "PYG_DIST_SECRET_FILE": _secret_file,
     "PYG_DIST_SERVE_BUDGET_MB": _serve_budget,
     "PYG_DIST_TRACEBACK": lambda: read_choice("PYG_DIST_TRACEBACK", ("0", "1"), "0"),

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional, Union
@@ -34,8 +33,7 @@ from pyg_dist.context import DistContext
 from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_choice, check_positive_int, check_seconds
 from pyg_dist.format.precision import BATCH_DTYPES, parse_dtype
 from pyg_dist.rpc.seal import MODES as WIRE_MODES
-from pyg_dist.rpc.seal import WIRE_ENV
-from pyg_dist.rpc.transport import TRANSPORT_ENV, TRANSPORTS
+from pyg_dist.rpc.transport import TRANSPORTS
 from pyg_dist.train.opening import join_group, open_everywhere
 
 LOG = logging.getLogger("pyg_dist")
@@ -67,12 +65,12 @@ class TrainConfig:
         rpc_port: RPC's own port (default ``$PYG_DIST_RPC_PORT`` or ``MASTER_PORT + 1``).
         transport: RPC's transport (:mod:`pyg_dist.rpc.transport`): ``"sockets"`` (pyg_dist's own: authenticated,
             no pickle, junk-proof) or ``"tensorpipe"`` (``torch.distributed.rpc``). ``None`` (default):
-            ``$PYG_DIST_TRANSPORT``, else ``"sockets"``. ``dist_session()`` writes it into that variable, so sampler
-            workers use the same one. Every rank must use the same transport.
+            ``$PYG_DIST_TRANSPORT``, else ``"sockets"``. The loaders built on the run's ``DistEnv`` hand it to their
+            sampler workers. Every rank must use the same transport.
         wire_protection: What the ``sockets`` transport does to every frame (:mod:`pyg_dist.rpc.seal`):
             ``"integrity"`` (every frame's bytes checked, AES-GCM tag per frame), ``"encrypt"`` (also encrypted, for
             networks that are not trusted) or ``"off"``. ``None`` (default): ``$PYG_DIST_WIRE_PROTECTION``, else
-            ``"integrity"``. ``dist_session()`` writes it into that variable, so sampler workers use the same one.
+            ``"integrity"``. The loaders built on the run's ``DistEnv`` hand it to their sampler workers.
         timeout: Seconds for start-up: rendezvous (process group and RPC), opening partitions, caches.
         failure_timeout: The bound after start-up (:mod:`pyg_dist.timeouts`): a peer that dies or hangs
             ends every other rank within it, in remote calls, collectives (DDP) and shutdown. Default:
@@ -173,6 +171,11 @@ class TrainConfig:
             from pyg_dist.train.checkpoint import Checkpointer
             Checkpointer(self.checkpoint_dir, every_steps=self.checkpoint_every,
                          every_seconds=self.checkpoint_interval, keep=self.checkpoint_keep)
+
+    def rpc_choices(self) -> dict:
+        """``init_rpc``'s ``transport`` and ``wire_protection`` for this run (``None`` ones: the variables'), as
+        ``dist_session`` passes them and the loaders hand them to their sampler workers."""
+        return {"transport": self.transport, "wire_protection": self.wire_protection}
 
     def _check_device(self) -> None:
         from pyg_dist.loader.device import resolve_device
@@ -369,10 +372,6 @@ def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
     tune_allocator()  # batches reuse freed memory instead of faulting it in again
     if config.failure_timeout is not None:
         timeouts.set_failure_timeout(config.failure_timeout)  # inherited by sampler workers
-    if config.transport is not None:
-        os.environ[TRANSPORT_ENV] = config.transport  # inherited by sampler workers
-    if config.wire_protection is not None:
-        os.environ[WIRE_ENV] = config.wire_protection  # inherited by sampler workers
     with orphan.watch_agent(ctx.rank, on_orphan=teardown):  # ends this rank if its torchrun agent dies
         ok = False
         try:
@@ -382,7 +381,8 @@ def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
             if ctx.joins_rpc and config.rpc:
                 from pyg_dist.sampler.dist_neighbor import serve_partition
                 serve_partition(graph_store, feature_store)
-                rpc.init_rpc(ctx, timeout=config.timeout, call_timeout=config.call_timeout or timeouts.call_timeout())
+                rpc.init_rpc(ctx, timeout=config.timeout, call_timeout=config.call_timeout or timeouts.call_timeout(),
+                             **config.rpc_choices())
             if config.cache_ratio is not None:
                 _fill_cache(config, ctx, graph_store, feature_store)
             if config.gpu_cache_bytes is not None:
