@@ -327,7 +327,8 @@ def _choices_rank(rank, world_size, root):
     from pyg_dist.train.session import TrainConfig, dist_session
 
     before = dict(os.environ)
-    with dist_session(TrainConfig(root, num_workers=1, wire_protection="encrypt", timeout=60)) as env:
+    with dist_session(TrainConfig(root, num_workers=1, transport="sockets", wire_protection="encrypt",
+                                  timeout=60)) as env:
         assert {k: v for k, v in os.environ.items() if k.startswith("PYG_DIST_")} == \
             {k: v for k, v in before.items() if k.startswith("PYG_DIST_")}        # no setting went through os.environ
         loader = DistNeighborLoader(env, FANOUT, input_nodes="train_mask", batch_size=64, num_workers=1,
@@ -343,6 +344,7 @@ def _choices_rank(rank, world_size, root):
 @pytest.mark.timeout(200)
 def test_workers_get_the_runs_transport_choices_from_the_config_not_the_environment(tmp_path):
     _, root = _partition(tmp_path, 2)
-    res = spawn_world(2, _choices_rank, root, timeout=150, env={"PYG_DIST_WIRE_PROTECTION": "off"})
+    env = {"PYG_DIST_WIRE_PROTECTION": "off", "PYG_DIST_TRANSPORT": "tensorpipe"}   # the config's choices win
+    res = spawn_world(2, _choices_rank, root, timeout=150, env=env)
     for choices, count in res:
         assert choices == {"transport": "sockets", "wire_protection": "encrypt"} and count > 0
