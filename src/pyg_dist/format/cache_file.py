@@ -71,6 +71,15 @@ def degree_ranked(sources: Sequence[Tensor], owned: Tensor) -> Tensor:
     return rank_by_count(source_counts(sources, owned.numel()), owned)
 
 
+def owned_ranked(sources: Sequence[Tensor], owned: Tensor) -> Tensor:
+    """Every ``owned`` id (a bool mask over every id of the type), ranked by the count of :func:`degree_ranked`
+    (most first, ties by id), the ids with no such edge last, by id: the device cache's order of a partition's
+    own rows."""
+    counts = source_counts(sources, owned.numel())
+    own_ids = owned.nonzero().view(-1)
+    return torch.cat([rank_by_count(counts, ~owned), own_ids[counts.index_select(0, own_ids) == 0]])
+
+
 def rows_within(budget_bytes: float, row_bytes: int) -> int:
     """Rows of ``row_bytes`` (plus an 8-byte id each) that fit in ``budget_bytes``."""
     return int(budget_bytes // (row_bytes + 8))

@@ -28,7 +28,7 @@ from torch import Tensor
 
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.format.cache_file import DEFAULT_CACHE_ATTRS as DEFAULT_ATTRS
-from pyg_dist.format.cache_file import CacheEntry, degree_ranked, rank_by_count, rows_within, source_counts
+from pyg_dist.format.cache_file import CacheEntry, degree_ranked, owned_ranked, rows_within
 
 #: Rows per fill request: at most this many bytes (one request per owner per chunk).
 FILL_CHUNK_BYTES = 64 << 20
@@ -62,20 +62,17 @@ def owned_in_edge_sources(graph_store, ntype: str) -> List[Tensor]:
 
 def degree_ranking(graph_store, ntype: str) -> Tensor:
     """Remote ids of ``ntype`` ranked by their number of edges into this partition's owned nodes."""
-    book, part = graph_store.book, graph_store.partition
-    n = book.num_items(ntype)
-    return degree_ranked(owned_in_edge_sources(graph_store, ntype), owned_mask(book, ntype, part, n))
+    sources = owned_in_edge_sources(graph_store, ntype)
+    owned = owned_mask(graph_store.book, ntype, graph_store.partition, graph_store.book.num_items(ntype))
+    return degree_ranked(sources, owned)
 
 
 def owned_degree_ranking(graph_store, ntype: str) -> Tensor:
     """Every OWNED id of ``ntype``, ranked by the same count as :func:`degree_ranking` (zero counts last, by
     id): the order the device cache takes a partition's own rows in."""
-    book, part = graph_store.book, graph_store.partition
-    n = book.num_items(ntype)
-    own_ids = book.owned_ids(ntype, part)
-    counts = source_counts(owned_in_edge_sources(graph_store, ntype), n)
-    ranked = rank_by_count(counts, ~owned_mask(book, ntype, part, n))
-    return torch.cat([ranked, own_ids[counts.index_select(0, own_ids) == 0]])
+    sources = owned_in_edge_sources(graph_store, ntype)
+    owned = owned_mask(graph_store.book, ntype, graph_store.partition, graph_store.book.num_items(ntype))
+    return owned_ranked(sources, owned)
 
 
 # ------------------------------------------------------------------------------------------- budget
