@@ -19,8 +19,15 @@ class GraphSAGE(torch.nn.Module):
         self.convs = torch.nn.ModuleList(SAGEConv(a, b) for a, b in zip(dims[:-1], dims[1:]))
         self.dropout = dropout
 
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor, num_sampled_nodes: Optional[List[int]] = None,
+                num_sampled_edges: Optional[List[int]] = None) -> torch.Tensor:
+        """With a batch's ``num_sampled_nodes`` / ``num_sampled_edges``, layer ``i`` drops the nodes and edges of
+        the last ``i`` hops first (PyG's ``trim_to_layer``: the seeds' outputs are the same, computed on fewer
+        rows)."""
         for i, conv in enumerate(self.convs):
+            if num_sampled_nodes is not None:
+                from torch_geometric.utils import trim_to_layer
+                x, edge_index, _ = trim_to_layer(i, num_sampled_nodes, num_sampled_edges, x, edge_index)
             x = conv(x, edge_index)
             if i < len(self.convs) - 1:
                 x = F.dropout(F.relu(x), p=self.dropout, training=self.training)
@@ -113,7 +120,7 @@ def resume(env, ckpt) -> None:
 
 #: Flags that must be positive, or not negative, where an example has them.
 POSITIVE = ("epochs", "batch_size", "hidden", "num_nodes", "num_parts", "eval_negatives")
-NON_NEGATIVE = ("num_workers", "max_steps")
+NON_NEGATIVE = ("num_workers", "max_steps", "eval_steps")
 
 
 def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.Namespace:

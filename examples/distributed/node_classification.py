@@ -24,6 +24,7 @@ from common import GraphSAGE, check_args, checkpoint_config, parser, print0, res
 from pyg_dist import DistNeighborLoader, InvalidArgumentError, TrainConfig, dist_session, wrap_ddp
 from pyg_dist.train.entry import run_main
 from pyg_dist.train.session import all_sum
+from pyg_dist.train.stages import EpochClock
 
 
 def parse_args(argv=None):
@@ -39,6 +40,14 @@ def parse_args(argv=None):
     p.add_argument("--save-model", default=None, help="write the trained model's state_dict here (rank 0)")
     p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda:LOCAL_RANK with CUDA, else "
                    "cpu; TrainConfig.device)")
+    p.add_argument("--trim", action="store_true",
+                   help="layer i skips the nodes of the last i hops (PyG's trim_to_layer: the same outputs, less work; "
+                        "homogeneous folders)")
+    p.add_argument("--eval-steps", type=int, default=0,
+                   help="evaluate on this many batches per rank (0: every validation / test seed)")
+    p.add_argument("--stage-log", default=None,
+                   help="rank 0 appends one JSON line per epoch here: every rank's seconds per stage (sampling, "
+                        "rows, step, wait; pyg_dist.train.stages)")
     p.add_argument("--gpu-cache-mb", type=int, default=None,
                    help="keep this many MiB of the partition's hottest node rows on the GPU (TrainConfig."
                         "gpu_cache_bytes; needs CUDA)")
@@ -61,7 +70,8 @@ def build_model(env, args, target):
     model = GraphSAGE(in_dim, args.hidden, num_classes, len(args.num_neighbors))
     if target is None:
         def step(m, b):
-            return m(b.x, b.edge_index)[:b.batch_size], b.y[:b.batch_size]
+            trim = (b.num_sampled_nodes, b.num_sampled_edges) if args.trim else ()
+            return m(b.x, b.edge_index, *trim)[:b.batch_size], b.y[:b.batch_size]
         return wrap_ddp(model, env), step
     from torch_geometric.nn import to_hetero
     model = to_hetero(model, (list(meta.node_types), list(meta.edge_types)), aggr="sum")
@@ -131,20 +141,25 @@ def main(argv=None) -> float:
                     f"hetero={meta.is_hetero} batches_per_epoch={train_loader.num_batches} device={env.device}")
         val_loader = loader("val_mask", False)  # with workers: its own workers, alive beside train's
         ckpt = env.checkpointer(model=model, optimizer=optimizer, loaders={"train": train_loader, "val": val_loader})
+        clock = EpochClock(env, train_loader, args.stage_log)
         try:
             resume(env, ckpt)
             for epoch in ckpt.epochs(args.epochs, train_loader):  # from the resumed epoch on, if any
                 start = time.perf_counter()
+                clock.start()
                 loss, train_acc = train_epoch(model, step, train_loader, optimizer, env, args, epoch, ckpt)
+                split = clock.stop(epoch)  # where this epoch's seconds went, every rank (collective)
                 line = f"epoch={epoch:03d} loss={loss:.4f} train_acc={train_acc:.4f}"
-                line += f" val_acc={evaluate(model, step, val_loader, env):.4f}"
+                line += f" val_acc={evaluate(model, step, val_loader, env, args.eval_steps):.4f}"
                 print0(env, f"{line} time={time.perf_counter() - start:.2f}s")
+                print0(env, f"  {split.line()}")
+            print0(env, clock.totals_line())
         finally:
             train_loader.shutdown()
             val_loader.shutdown()
         test_loader = loader("test_mask", False)
         try:
-            test_acc = evaluate(model, step, test_loader, env)
+            test_acc = evaluate(model, step, test_loader, env, args.eval_steps)
         finally:
             test_loader.shutdown()
         if args.save_model and env.rank == 0:

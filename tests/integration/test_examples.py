@@ -288,3 +288,43 @@ def test_layerwise_inference_example_on_a_hetero_graph_equals_one_process_infere
     assert nodes == 2000 and diff <= 1e-4
     diff, nodes = _layerwise_diff(tmp_path / "het", "--target", "author", "--inference-batch-size", "50")
     assert nodes == data["author"].num_nodes and diff <= 1e-4
+
+
+def test_trimmed_graphsage_gives_the_seeds_the_same_outputs():
+    """--trim (PyG's trim_to_layer per layer) computes the seeds' logits on fewer rows: equal to the untrimmed."""
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        from common import GraphSAGE
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    data = pyg_dist.synthetic_graph(2000, 8, num_features=16, seed=4)
+    batch = next(iter(pyg_dist.NeighborLoader(data, [5, 4, 3], batch_size=64, seed=0)))
+    torch.manual_seed(0)
+    model = GraphSAGE(16, 32, 8, 3).eval()
+    full = model(batch.x, batch.edge_index)[:batch.batch_size]
+    trimmed = model(batch.x, batch.edge_index, batch.num_sampled_nodes, batch.num_sampled_edges)
+    assert trimmed.size(0) < batch.num_nodes
+    torch.testing.assert_close(trimmed[:batch.batch_size], full, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.timeout(300)
+def test_node_classification_prints_and_records_where_each_epoch_went(tmp_path):
+    """Every epoch line is followed by rank 0's stage split; the last lines sum the ranks; --stage-log holds one
+    JSON line per epoch with both ranks, whose batches are the epoch's."""
+    import json
+    data = pyg_dist.synthetic_graph(3000, 8, num_features=16, seed=1)
+    Partitioner(data, 2).save(tmp_path / "g2", progress=False)
+    log = tmp_path / "stages.jsonl"
+    proc = _torchrun("node_classification.py", "--partition-dir", str(tmp_path / "g2"), "--epochs", "2",
+                     "--batch-size", "128", "--num-neighbors", "5,4,3", "--trim", "--eval-steps", "3",
+                     "--stage-log", str(log), "--quiet")
+    lines, acc = _test_acc(proc)
+    splits = [ln for ln in lines if ln.startswith("  rank 0: wait ")]
+    assert len(splits) == 2 and all(" | sample " in ln and " rows " in ln for ln in splits), lines
+    assert any(ln.startswith("stages, sum over 2 ranks and 2 epochs: wait ") for ln in lines), lines
+    records = [json.loads(x) for x in log.read_text().splitlines()]
+    batches = int(re.search(r"batches_per_epoch=(\d+)", _world_line(lines)).group(1))
+    assert [r["epoch"] for r in records] == [1, 2] and all(r["world_size"] == 2 for r in records)
+    assert all(r["ranks"][k]["batches"] == batches for r in records for k in (0, 1))
+    assert all(r["ranks"][k]["step"] > 0 and r["ranks"][k]["rows_owned"] > 0 for r in records for k in (0, 1))
+    assert acc > 0.4  # 8 classes: chance 0.125

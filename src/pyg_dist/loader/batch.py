@@ -10,6 +10,7 @@ rows of the ids the GPU does not hold), and the device stage sets the attributes
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any, Dict, NamedTuple, Optional, Union
 
 import torch
@@ -18,6 +19,7 @@ from torch_geometric.sampler import HeteroSamplerOutput, SamplerOutput
 
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE, as_typed
 from pyg_dist.format.precision import batch_value
+from pyg_dist.sampler.timing import StageTimes
 
 
 def _slot(data: Union[Data, HeteroData], key):
@@ -64,11 +66,14 @@ def graph_batch(out: Union[SamplerOutput, HeteroSamplerOutput], features=None, c
 
 
 class HostBatch(NamedTuple):
-    """What the batch stage hands the device stage when a GPU cache holds some node types' rows: the batch without
-    those attributes, and per node type the plan (:class:`~pyg_dist.store.device_cache.DeviceRows`) that puts them
-    together on the GPU from the cache and the host rows it carries."""
+    """What the batch stage of a distributed loader hands on: the batch; per node type a GPU cache holds, the plan
+    (:class:`~pyg_dist.store.device_cache.DeviceRows`) that puts those rows together on the GPU from the cache and
+    the host rows it carries (``None``: no GPU cache); and the batch's clock
+    (:class:`~pyg_dist.sampler.timing.StageTimes`: sampling, rows, assembly). The loader's iterator takes the clock
+    (:class:`~pyg_dist.loader.pipeline.StageRecorder`) and hands the device stage, or the caller, the rest."""
     data: Union[Data, HeteroData]
-    device_rows: Dict[Any, Any]
+    device_rows: Optional[Dict[Any, Any]]
+    times: Optional[StageTimes] = None
 
 
 def device_rows(out, feature_dtype: Optional[torch.dtype] = None) -> Optional[Dict[Any, Any]]:
@@ -80,13 +85,19 @@ def device_rows(out, feature_dtype: Optional[torch.dtype] = None) -> Optional[Di
             for t, r in features.device.items()}
 
 
-def handed_on(data, out, feature_dtype: Optional[torch.dtype], transform):
+def handed_on(data, out, feature_dtype: Optional[torch.dtype], transform, started: Optional[float] = None):
     """The batch stage's result: ``data`` (through ``transform``), or a :class:`HostBatch` when a GPU cache holds
-    rows of the sample (the loaders refuse ``transform`` with a GPU cache)."""
+    rows of the sample (the loaders refuse ``transform`` with a GPU cache) or the sample carries its clock
+    (``metadata.times``; ``started``: ``time.perf_counter()`` when the batch stage began, its assembly seconds)."""
     rows = device_rows(out, feature_dtype)
-    if rows is not None:
-        return HostBatch(data, rows)
-    return data if transform is None else transform(data)
+    if rows is None and transform is not None:
+        data = transform(data)
+    times = getattr(out.metadata, "times", None)
+    if times is not None and started is not None:
+        times.assemble += time.perf_counter() - started
+    if rows is not None or times is not None:
+        return HostBatch(data, rows, times)
+    return data
 
 
 def node_batch(out, input_type: Optional[str], md=None, **graph) -> Union[Data, HeteroData]:

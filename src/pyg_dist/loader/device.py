@@ -32,6 +32,7 @@ import copy
 import dataclasses
 import queue
 import threading
+import time
 from typing import Any, Callable, Iterator, Optional, Sized
 
 import torch
@@ -91,7 +92,7 @@ def move_batch(batch: Any, device: torch.device, cache: Optional[DeviceFeatureCa
     cache holds assembled there from its rows and the host rows it carries."""
     rows = None
     if isinstance(batch, HostBatch):  # the batch stage's plans for the rows the cache holds
-        batch, rows = batch
+        batch, rows = batch.data, batch.device_rows
     if isinstance(batch, (Data, HeteroData)):  # PyG's apply() works in place: move a shallow copy
         batch = copy.copy(batch)
 
@@ -118,8 +119,9 @@ class _Feeder:
     """The stage's thread: takes the loader's batches, moves them, queues them (holds no reference to the
     :class:`DeviceStage`, so a stage the consumer dropped is collected and stops it)."""
 
-    def __init__(self, src: Iterator, device: torch.device, cache, feature_dtype, depth: int):
+    def __init__(self, src: Iterator, device: torch.device, cache, feature_dtype, depth: int, times=None):
         self.src, self.device, self.cache, self.feature_dtype = src, device, cache, feature_dtype
+        self.times = times  # a StageTimes whose ``device`` this thread adds to
         self.queue: queue.Queue = queue.Queue(maxsize=depth)
         self.stop = threading.Event()
         self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
@@ -145,13 +147,17 @@ class _Feeder:
         return False
 
     def transfer(self, batch):
+        start = time.perf_counter()
         if self.stream is None:
-            return move_batch(batch, self.device, self.cache, self.feature_dtype), None
-        with torch.cuda.stream(self.stream):
-            out = move_batch(batch, self.device, self.cache, self.feature_dtype, non_blocking=True)
-            event = torch.cuda.Event()
-            event.record(self.stream)
-        event.synchronize()  # the host tensors (pinned, maybe pooled) may be reused once the copy is done
+            out, event = move_batch(batch, self.device, self.cache, self.feature_dtype), None
+        else:
+            with torch.cuda.stream(self.stream):
+                out = move_batch(batch, self.device, self.cache, self.feature_dtype, non_blocking=True)
+                event = torch.cuda.Event()
+                event.record(self.stream)
+            event.synchronize()  # the host tensors (pinned, maybe pooled) may be reused once the copy is done
+        if self.times is not None:
+            self.times.device += time.perf_counter() - start
         return out, event
 
 
@@ -164,13 +170,14 @@ class DeviceStage:
         cache: The loader's GPU feature cache, or ``None``.
         feature_dtype: The loader's ``feature_dtype`` (cached rows are cast to it on the device).
         depth: Batches finished ahead of the consumer (1: the copy of the next overlaps this step).
+        times: A :class:`~pyg_dist.sampler.timing.StageTimes` the copies' seconds are added to (``device``).
     """
 
     def __init__(self, batches: Iterator, device: torch.device, cache: Optional[DeviceFeatureCache] = None,
-                 feature_dtype: Optional[torch.dtype] = None, depth: int = 1):
+                 feature_dtype: Optional[torch.dtype] = None, depth: int = 1, times=None):
         self.device = device
         self._len = len(batches) if isinstance(batches, Sized) else None
-        self._feeder = _Feeder(batches, device, cache, feature_dtype, depth)
+        self._feeder = _Feeder(batches, device, cache, feature_dtype, depth, times)
         self._done = False
         self._pinned = self._feeder.stream is not None  # while a CUDA stage runs, the pool hands out pinned memory
         if self._pinned:

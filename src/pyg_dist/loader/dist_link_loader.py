@@ -6,6 +6,7 @@ balancing as node seeds gives every rank equal batch counts with every seed edge
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Dict, List, Optional, Union
 
 import torch
@@ -168,10 +169,13 @@ class DistLinkNeighborLoader(LinkLoader, DistPipelineLoader):
         idx, key = split_keyed(index)
         return self.link_sampler.sample_from_edges_async(self.input_data[idx], self.neg_sampling, key)
 
+    __call__ = DistPipelineLoader.__call__  # ``loader(index)``: the plain batch (its clock kept by the loader)
+
     def filter_fn(self, out):
         """Builds the ``Data`` / ``HeteroData`` link batch from the sample and its fetched rows (stage ``batch``)."""
+        started = time.perf_counter()
         if self.transform_sampler_output:
             out = self.transform_sampler_output(out)
         triplet = self.neg_sampling is not None and self.neg_sampling.is_triplet()
         data = link_batch(out, self.input_data.input_type, triplet, feature_dtype=self.feature_dtype)
-        return handed_on(data, out, self.feature_dtype, self.transform)   # a HostBatch with a GPU cache
+        return handed_on(data, out, self.feature_dtype, self.transform, started)  # HostBatch: clock, GPU rows

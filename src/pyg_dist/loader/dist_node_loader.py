@@ -8,6 +8,7 @@ at construction: build the loaders in the same order on every rank).
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import torch
@@ -190,9 +191,12 @@ class DistNeighborLoader(NodeLoader, DistPipelineLoader):
         idx, key = split_keyed(index)
         return self.node_sampler.sample_from_nodes_async(self.input_data[idx], key)
 
+    __call__ = DistPipelineLoader.__call__  # ``loader(index)``: the plain batch (its clock kept by the loader)
+
     def filter_fn(self, out):
         """Builds the ``Data`` / ``HeteroData`` batch from the sample and its fetched rows (stage ``batch``)."""
+        started = time.perf_counter()
         if self.transform_sampler_output:
             out = self.transform_sampler_output(out)
         data = node_batch(out, self.input_data.input_type, feature_dtype=self.feature_dtype)
-        return handed_on(data, out, self.feature_dtype, self.transform)   # a HostBatch with a GPU cache
+        return handed_on(data, out, self.feature_dtype, self.transform, started)  # HostBatch: clock, GPU rows

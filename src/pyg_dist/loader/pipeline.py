@@ -7,7 +7,15 @@ A batch goes through these stages, in this order, whatever the loader::
     sample   the loader's collate_fn: its sampler on one index batch,             sampler/   (a worker, or here)
              the feature round included (local gather, remote rows, caches)
     batch    the loader's filter_fn: the PyG Data / HeteroData                    batch.py, store_batch.py
+    times    StageRecorder: takes each batch's clock, times the caller's wait     pipeline.py
     device   DeviceStage: pinned, copied one batch ahead of the step              device.py  (off the CPU only)
+
+Every stage is timed (:mod:`pyg_dist.sampler.timing`): a distributed batch carries its clock (sampling, rows,
+assembly) out of the sampler, in a worker or here, inside a :class:`~pyg_dist.loader.batch.HostBatch`; the
+recorder adds it to the loader's :attr:`PipelineLoader.stage_times`, the device stage adds its copy, and the
+recorder, the outermost iterator, adds how long the caller waited in ``next()`` (``wait``) and how long it kept
+each batch before asking for the next (``step``). :meth:`PipelineLoader.take_stage_times` hands the totals over
+(and starts new ones): :class:`pyg_dist.train.stages.EpochClock` makes the epoch record of them.
 
 The one choice is where the host batches come from (:meth:`PipelineLoader.host_batches`): torch's ``DataLoader``
 iterator (sampler workers, or this process one batch at a time), or, for a distributed loader with
@@ -19,12 +27,15 @@ batch steps with ``concurrency`` batches in flight). Each loader class defines i
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator, Optional
+import time
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 import torch
 
+from pyg_dist.loader.batch import HostBatch
 from pyg_dist.loader.device import DeviceStage
 from pyg_dist.loader.epoch import KeyedDataLoader
+from pyg_dist.sampler.timing import StageTimes
 
 if TYPE_CHECKING:
     from pyg_dist.loader.seed_split import SeedShare
@@ -47,15 +58,69 @@ class PipelineLoader(KeyedDataLoader):
         return KeyedDataLoader.__iter__(self)
 
     def __iter__(self):
-        host = self.host_batches()
+        times = self._stage_times()
+        host = StageRecorder(self.host_batches(), times, unwrap=True)
         if self.device is None or (self.device.type == "cpu" and self.gpu_cache is None):
-            return host
-        return DeviceStage(host, self.device, self.gpu_cache, self.feature_dtype)
+            return StageRecorder(host, times)
+        return StageRecorder(DeviceStage(host, self.device, self.gpu_cache, self.feature_dtype, times=times), times)
+
+    def _stage_times(self) -> StageTimes:
+        if self.__dict__.get("_times") is None:
+            self.__dict__["_times"] = StageTimes()
+        return self.__dict__["_times"]
+
+    @property
+    def stage_times(self) -> StageTimes:
+        """Where this loader's batches spent their time since :meth:`take_stage_times` (or construction):
+        :mod:`pyg_dist.sampler.timing` names the stages."""
+        return self._stage_times()
+
+    def take_stage_times(self) -> StageTimes:
+        """The totals of :attr:`stage_times`, which start again from zero."""
+        out = self._stage_times()
+        self.__dict__["_times"] = StageTimes()
+        return out
 
     def __getstate__(self):  # a spawned worker gets the loader without the GPU rows (its sampler has the index)
         state = dict(super().__getstate__())
         state["gpu_cache"] = None
+        state.pop("_times", None)
         return state
+
+
+class StageRecorder:
+    """An iterator over ``batches`` that records into ``times``: with ``unwrap``, each
+    :class:`~pyg_dist.loader.batch.HostBatch`'s clock (the batch handed on without it: the plain batch, or the
+    ``HostBatch`` of GPU rows the device stage needs); without, the seconds the caller waits in ``next()``
+    (``wait``) and keeps each batch before asking again (``step``). Other attributes are the inner iterator's."""
+
+    def __init__(self, batches: Iterator, times: StageTimes, unwrap: bool = False):
+        self.batches, self.times, self.unwrap = batches, times, unwrap
+        self._returned: Optional[float] = None
+
+    def __iter__(self) -> "StageRecorder":
+        return self
+
+    def __len__(self) -> int:
+        return len(self.batches)  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str):
+        return getattr(self.__dict__["batches"], name)
+
+    def __next__(self):
+        asked = time.perf_counter()
+        if not self.unwrap and self._returned is not None:
+            self.times.step += asked - self._returned
+            self._returned = None
+        item = next(self.batches)
+        if self.unwrap:
+            if isinstance(item, HostBatch) and item.times is not None:
+                self.times.add(item.times)
+                item = item.data if item.device_rows is None else HostBatch(item.data, item.device_rows)
+            return item
+        self._returned = time.perf_counter()
+        self.times.wait += self._returned - asked
+        return item
 
 
 class DistPipelineLoader(PipelineLoader):
@@ -74,6 +139,17 @@ class DistPipelineLoader(PipelineLoader):
         it = prefetch_iterator(self, self._start_batch)
         return it if it is not None else super().host_batches()
 
+    def __call__(self, index) -> Any:
+        """PyG's ``loader(index)``: the batch of ``index`` (a plain ``Data`` / ``HeteroData``; a ``HostBatch`` when
+        a GPU cache holds rows, as the device stage needs it)."""
+        item = self.collate_fn(index)
+        if not self.filter_per_worker:
+            item = self.filter_fn(item)
+        if isinstance(item, HostBatch):
+            self.stage_times.add(item.times)
+            return item.data if item.device_rows is None else HostBatch(item.data, item.device_rows)
+        return item
+
     @property
     def _dist_sampler(self):
         return getattr(self, "node_sampler", None) or getattr(self, "link_sampler", None)
@@ -89,4 +165,4 @@ class DistPipelineLoader(PipelineLoader):
         stop_workers(self)
 
 
-__all__ = ["PipelineLoader", "DistPipelineLoader"]
+__all__ = ["PipelineLoader", "DistPipelineLoader", "StageRecorder"]

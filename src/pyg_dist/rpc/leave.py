@@ -115,33 +115,65 @@ def _is_timeout(exc: BaseException) -> bool:
 
 
 def arrival_barrier(transport, ctx: DistContext, timeout: float) -> Optional[str]:
-    """Waits until every member entered ``shutdown_rpc`` (asking each through ``transport.ping``); returns None,
-    or what went wrong."""
-    pending = [r for r in range(ctx.rpc_world_size) if r != ctx.rpc_rank]
-    deadline, delay = time.monotonic() + timeout, 0.02
-    while pending:
-        ping = max(1.0, min(10.0, deadline - time.monotonic()))
-        futs = {r: transport.ping(r, ping) for r in pending}
-        late, lost = [], []
-        for r, fut in futs.items():
-            try:
-                arrived = fut.wait()
-            except Exception as exc:  # noqa: BLE001 -- classified: timeout = busy, else = gone
-                if not _is_timeout(exc):
-                    text = str(exc).strip()
-                    lost.append(f"{ctx.worker_name(r)} (rpc rank {r}): {text.splitlines()[0] if text else exc!r}")
-                arrived = False
-            if not arrived:
-                late.append(r)
-        if lost:
-            return "unreachable members (dead, or shut down after their own failure): " + "; ".join(lost)
-        pending = late
-        if pending and time.monotonic() > deadline:
-            return f"members with rpc ranks {pending} did not reach shutdown_rpc within {timeout:g} s"
+    """Waits until every member entered ``shutdown_rpc``; returns None, or what went wrong.
+
+    A transport with an ``arrival_counter()`` (the sockets transport: its store and a key) counts arrivals in the
+    store, one operation per look, and asks only the members it is connected to directly (a dead one is named at
+    once; nobody dials a member it never called just to leave). Otherwise every member is asked through
+    ``transport.ping``."""
+    deadline = time.monotonic() + timeout
+    counter = getattr(transport, "arrival_counter", None)
+    if counter is None:
+        pending = [r for r in range(ctx.rpc_world_size) if r != ctx.rpc_rank]
+        count = lambda: 0  # noqa: E731 -- only the pings say who arrived
+    else:
+        store, key, connected = counter()
+        pending = [r for r in connected if r != ctx.rpc_rank]
+        count = lambda: int(store.add(key, 0))  # noqa: E731
+    delay = 0.01
+    try:
+        if counter is not None:
+            store.add(key, 1)
+    except Exception as exc:  # noqa: BLE001 -- the store's host is gone: reported by shutdown_rpc
+        return f"the store stopped answering before every member arrived ({exc})"
+    while True:
+        try:
+            arrived = count()
+        except Exception as exc:  # noqa: BLE001
+            return f"the store stopped answering before every member arrived ({exc})"
+        if counter is not None and arrived >= ctx.rpc_world_size or counter is None and not pending:
+            return None
         if pending:
-            time.sleep(delay)
-            delay = min(2 * delay, 1.0)
-    return None
+            pending, lost = _ping_round(transport, ctx, pending, deadline)
+            if lost:
+                return "unreachable members (dead, or shut down after their own failure): " + "; ".join(lost)
+        if time.monotonic() > deadline:
+            if counter is None:
+                return f"members with rpc ranks {pending} did not reach shutdown_rpc within {timeout:g} s"
+            return (f"{ctx.rpc_world_size - arrived} of {ctx.rpc_world_size} members did not reach shutdown_rpc within "
+                    f"{timeout:g} s" + (f" (among them rpc ranks {pending})" if pending else ""))
+        if counter is None and not pending:
+            return None
+        time.sleep(delay)
+        delay = min(2 * delay, 1.0 if counter is None else 0.25)
+
+
+def _ping_round(transport, ctx: DistContext, pending: list, deadline: float):
+    """Asks each of ``pending`` once whether it arrived: ``(still late, lost members' lines)``."""
+    ping = max(1.0, min(10.0, deadline - time.monotonic()))
+    futs = {r: transport.ping(r, ping) for r in pending}
+    late, lost = [], []
+    for r, fut in futs.items():
+        try:
+            arrived = fut.wait()
+        except Exception as exc:  # noqa: BLE001 -- classified: timeout = busy, else = gone
+            if not _is_timeout(exc):
+                text = str(exc).strip()
+                lost.append(f"{ctx.worker_name(r)} (rpc rank {r}): {text.splitlines()[0] if text else exc!r}")
+            arrived = False
+        if not arrived:
+            late.append(r)
+    return late, lost
 
 
 def report_left_or_linger(ctx: DistContext, timeout: float) -> Optional[str]:

@@ -101,7 +101,7 @@ def _hopeless(store, ctx: DistContext, gen: int, missing: List[int]) -> None:
                                           f"joins generation {gen}: no member of this job moved it there (written "
                                           f"from outside the job, in {store_address(ctx)})")
         name = ctx.worker_name(r)
-        said = verdict.said_by_rpc_rank(r, name)
+        said = verdict.said_by_rpc_rank(r, name) if verdict.anyone_said() else None
         if said:
             raise PeerFailedError("RPC start-up", f"rpc rank {r} ({name})", "it did not join", said=said)
 

@@ -57,6 +57,10 @@ def _open_store() -> Any:
     return None
 
 
+#: Key counting the lines published in this world (so that looking for one costs one operation).
+COUNT_KEY = "said/count"
+
+
 def world_store() -> Any:
     """This process's client of the world's store (opened once per process), or ``None`` outside a world or
     when the store cannot be reached (logged at DEBUG: the caller's own line still goes out)."""
@@ -120,6 +124,7 @@ def publish(line: str) -> bool:
     try:
         for key in keys:
             store.set(key, line.strip()[:MAX_LINE].encode("utf-8", "replace"))
+        store.add(COUNT_KEY, 1)  # after the line: a reader that sees the count finds the line
         return True
     except Exception as exc:  # noqa: BLE001 -- best effort on the way out; the line is printed anyway
         LOG.debug("pyg_dist: could not publish the failure line: %s", exc)
@@ -170,8 +175,22 @@ def said_by_rpc_rank(rpc_rank: int, name: str, wait: float = 0.0) -> Optional[st
         time.sleep(0.05)
 
 
+def anyone_said() -> bool:
+    """Whether any process of the world published a line (one store operation, whatever the world's size)."""
+    store = world_store()
+    try:
+        return store is not None and int(store.add(COUNT_KEY, 0)) > 0
+    except Exception as exc:  # noqa: BLE001 -- the store's host is gone: nothing more is known
+        LOG.debug("pyg_dist: could not read the count of failure lines: %s", exc)
+        return False
+
+
 def any_said(world_size: int, me: int) -> Optional[str]:
-    """The first published line of a trainer rank other than ``me`` in a world of ``world_size``, or ``None``."""
+    """The first published line of a trainer rank other than ``me`` in a world of ``world_size``, or ``None``.
+    One store operation while nobody published (ranks that wait for each other call it every few tenths of a
+    second: asking every rank's key would cost the store the square of the world size)."""
+    if not anyone_said():
+        return None
     for rank in range(world_size):
         if rank != me:
             found = said(rank=rank)
@@ -206,6 +225,7 @@ def wait_entered(world_size: int, bound: float, stop: Optional[Callable[[], bool
         LOG.debug("pyg_dist: stopped waiting for the other ranks: %s", exc)
 
 
-__all__ = ["publish", "publish_in_flight", "own_line", "line_of", "said", "said_by_rpc_rank", "any_said", "enter",
+__all__ = ["publish", "publish_in_flight", "own_line", "line_of", "said", "said_by_rpc_rank", "any_said", "anyone_said",
+           "enter",
            "wait_entered", "world_store", "MAX_LINE", "STORE_TIMEOUT",
            "SAID_WAIT"]

@@ -23,7 +23,7 @@ from pyg_dist._types import HOMO_NODE, EdgeType, NodeType
 from pyg_dist.errors import InvalidArgumentError, check_choice
 from pyg_dist.ops import TEMPORAL_STRATEGIES
 from pyg_dist.ops.keys import key_generator, mix, random_key
-from pyg_dist.sampler import links, seeds
+from pyg_dist.sampler import links, seeds, timing
 from pyg_dist.sampler.hops import HopOptions, sample_hops
 from pyg_dist.sampler.induced import induce
 from pyg_dist.sampler.output import TypedSample, to_sampler_output
@@ -181,23 +181,31 @@ class SamplerBase(BaseSampler):
     async def sample_from_nodes_async(self, inputs: NodeSamplerInput, key: Optional[int] = None):
         """Coroutine of :meth:`sample_from_nodes`."""
         async with self._slot():
-            ntype = inputs.input_type if self.is_hetero else HOMO_NODE
-            seed_time = None if inputs.time is None else {ntype: inputs.time}
-            sample = await self.sample_typed_async({ntype: inputs.node}, seed_time, key)
-            return await self._finish(self._output(sample), (inputs.input_id, inputs.time))
+            with timing.batch_clock():
+                return await self._node_batch(inputs, key)
+
+    async def _node_batch(self, inputs: NodeSamplerInput, key: Optional[int]):
+        ntype = inputs.input_type if self.is_hetero else HOMO_NODE
+        seed_time = None if inputs.time is None else {ntype: inputs.time}
+        sample = await self.sample_typed_async({ntype: inputs.node}, seed_time, key)
+        return await self._finish(self._output(sample), (inputs.input_id, inputs.time))
 
     async def sample_from_edges_async(self, inputs: EdgeSamplerInput, neg_sampling: Optional[NegativeSampling] = None,
                                       key: Optional[int] = None):
         """Coroutine of :meth:`sample_from_edges`: :func:`~.links.prepare_link`, the node-level
         sampling, :func:`~.links.finish_link`."""
         async with self._slot():
-            key = random_key() if key is None else int(key)
-            neg = NegativeSampling.cast(neg_sampling)
-            link = links.prepare_link(inputs, neg, self.num_nodes, self.node_time, self.disjoint,
-                                      key_generator(mix(key, _NEGATIVES)))
-            sample = await self.sample_typed_async(link.layout.seed, link.layout.seed_time, key)
-            sample, metadata = links.finish_link(sample, link, inputs.input_id, neg, self.disjoint)
-            return await self._finish(self._output(sample), metadata)
+            with timing.batch_clock():
+                return await self._link_batch(inputs, neg_sampling, key)
+
+    async def _link_batch(self, inputs: EdgeSamplerInput, neg_sampling, key: Optional[int]):
+        key = random_key() if key is None else int(key)
+        neg = NegativeSampling.cast(neg_sampling)
+        link = links.prepare_link(inputs, neg, self.num_nodes, self.node_time, self.disjoint,
+                                  key_generator(mix(key, _NEGATIVES)))
+        sample = await self.sample_typed_async(link.layout.seed, link.layout.seed_time, key)
+        sample, metadata = links.finish_link(sample, link, inputs.input_id, neg, self.disjoint)
+        return await self._finish(self._output(sample), metadata)
 
     def _output(self, sample: TypedSample):
         out = to_sampler_output(sample, self.is_hetero)

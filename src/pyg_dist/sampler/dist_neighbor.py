@@ -21,7 +21,7 @@ from torch import Tensor
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE, NodeType, as_typed
 from pyg_dist.errors import InvalidArgumentError, check_positive_int
 from pyg_dist.ops import resolve_backend
-from pyg_dist.sampler import features
+from pyg_dist.sampler import features, timing
 from pyg_dist.sampler.base import SamplerBase, check_sampling_args
 from pyg_dist.sampler.graph import SamplingGraph
 from pyg_dist.sampler.hops import sample_hops, serve_one_hop
@@ -270,11 +270,11 @@ class DistNeighborSampler(SamplerBase):
                                                           self._edge_attrs, self.stats, self.remote_rows,
                                                           self.device_index)
         if isinstance(metadata, TripletMetadata):
-            out.metadata = DistTripletMetadata(*metadata, fetched)
+            out.metadata = DistTripletMetadata(*metadata, fetched, timing.current())
         elif isinstance(metadata, LinkMetadata):
-            out.metadata = DistLinkMetadata(*metadata, fetched)
+            out.metadata = DistLinkMetadata(*metadata, fetched, timing.current())
         else:
-            out.metadata = DistNodeMetadata(*metadata, fetched)
+            out.metadata = DistNodeMetadata(*metadata, fetched, timing.current())
         if self.stats is not None:
             self.stats.batches += 1
             for t, ids in node.items():

@@ -12,6 +12,7 @@ from torch import Tensor
 from pyg_dist._types import EdgeType, NodeType
 from pyg_dist.sampler.messages import FeatureBatch
 from pyg_dist.sampler.stats import SamplerStats
+from pyg_dist.sampler.timing import StageTimes, current, timed
 
 #: Attributes fetched by default, where the folder has them.
 DEFAULT_NODE_ATTRS = ("x", "y", "time")
@@ -27,6 +28,17 @@ def attrs_per_group(feature_store, groups, wanted: Sequence[str]) -> Dict:
         if names:
             out[g] = names
     return out
+
+
+def _count(clock: Optional[StageTimes], ids: Dict, plan) -> None:
+    """Adds one feature round's rows read here, from the cache and fetched to the batch's clock."""
+    if clock is None:
+        return
+    for i, g in enumerate(ids):
+        remote, cached = plan.remote_rows(i), plan.cached_rows(i)
+        clock.rows_fetched += remote
+        clock.rows_cached += cached
+        clock.rows_owned += ids[g].numel() - remote - cached
 
 
 def _record(stats: SamplerStats, ids: Dict, plan, out: Dict, received: Optional[int] = None) -> None:
@@ -73,9 +85,13 @@ async def fetch_features_async(feature_store, node: Dict[NodeType, Tensor], edge
     on_device = _split_device(device_index, ids, names)
     if not ids:
         return FeatureBatch(device=on_device)
-    fut = feature_store.lookup_many_async(ids, names, **({} if remote_rows == "exact" else
-                                                         {"remote_rows": remote_rows}))
-    out = await fut
+    with timed("rows_local"):  # remote requests issued first, then the local and cached rows gathered
+        fut = feature_store.lookup_many_async(ids, names, **({} if remote_rows == "exact" else
+                                                             {"remote_rows": remote_rows}))
+    with timed("rows_remote"):
+        out = await fut
+    if fut.plan is not None:
+        _count(current(), ids, fut.plan)
     if stats is not None and fut.plan is not None:
         _record(stats, ids, fut.plan, out, getattr(fut, "received_bytes", None))
     for t, rows in on_device.items():

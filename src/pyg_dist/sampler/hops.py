@@ -37,6 +37,7 @@ from pyg_dist.sampler.messages import HopTask, OneHopReply, OneHopRequest
 from pyg_dist.sampler.output import TypedSample
 from pyg_dist.sampler.plan import HopPlan, plan_hop
 from pyg_dist.sampler.remote_hop import Issued, check_reply, collect, issue, merge_replies
+from pyg_dist.sampler.timing import timed
 from pyg_dist.store.buffers import BufferPool
 from pyg_dist.store.limits import ByteBudget, reply_max_bytes, serve_budget_bytes, wait_bound
 from pyg_dist.store.routing import segment_pieces
@@ -156,7 +157,8 @@ async def _run_hop(graph: SamplingGraph, opts: HopOptions, tasks: List[HopTask],
     template = opts.request_template()
     plan = plan_hop(tasks, graph, template)
     if plan.all_local:
-        counts = [_fused(graph, opts, t, rows, lo, b) for t, rows, lo in zip(tasks, plan.rows, starts)]
+        with timed("sample_local"):
+            counts = [_fused(graph, opts, t, rows, lo, b) for t, rows, lo in zip(tasks, plan.rows, starts)]
         if stats is not None:
             stats.record_hop(plan, 0, 0)
         return counts
@@ -171,15 +173,18 @@ async def _gather(graph: SamplingGraph, opts: HopOptions, tasks: Sequence[HopTas
     issued: Dict[int, Issued] = {}
     requests: Dict[int, OneHopRequest] = {}
     if plan.requests:  # a one-machine sampler never gets here with requests (nor imports the RPC layer)
-        limit = reply_max_bytes()  # pieces whose replies fit the owners' cap (the same setting everywhere)
-        requests = {p: dataclasses.replace(req, timeout=opts.timeout) for p, req in plan.requests.items()}
-        issued = {p: issue(p, req, limit, opts.timeout) for p, req in requests.items()}
-    local = [sample_task(graph, t, template, rows, _pick(t.seed_time, r.local_pos), _pick(t.batch, r.local_pos),
-                         opts.backend) for t, r, rows in zip(tasks, plan.routes, plan.rows)]
-    cached = [None if pos is None else _sample_cached(graph, t, template, pos, opts.backend)
-              for t, pos in zip(tasks, plan.cached)]
-    got = await asyncio.gather(*(collect(p, requests[p], pieces, graph.num_nodes, opts.timeout)
-                                 for p, pieces in issued.items())) if issued else []
+        with timed("sample_remote"):
+            limit = reply_max_bytes()  # pieces whose replies fit the owners' cap (the same setting everywhere)
+            requests = {p: dataclasses.replace(req, timeout=opts.timeout) for p, req in plan.requests.items()}
+            issued = {p: issue(p, req, limit, opts.timeout) for p, req in requests.items()}
+    with timed("sample_local"):
+        local = [sample_task(graph, t, template, rows, _pick(t.seed_time, r.local_pos), _pick(t.batch, r.local_pos),
+                             opts.backend) for t, r, rows in zip(tasks, plan.routes, plan.rows)]
+        cached = [None if pos is None else _sample_cached(graph, t, template, pos, opts.backend)
+                  for t, pos in zip(tasks, plan.cached)]
+    with timed("sample_remote"):
+        got = await asyncio.gather(*(collect(p, requests[p], pieces, graph.num_nodes, opts.timeout)
+                                     for p, pieces in issued.items())) if issued else []
     replies = {p: reply for p, (reply, _, _) in zip(issued, got)}
     if stats is not None:  # bytes of the requests and replies as they crossed (ids as int32 where they fit)
         stats.record_hop(plan, sum(g[1] for g in got), sum(g[2] for g in got))

@@ -1,9 +1,10 @@
 """Typed messages of distributed sampling, and the typed extras a batch carries in ``metadata``.
 
 Requests and replies travel over :mod:`pyg_dist.rpc` (dataclasses of tensors). The metadata tuples are
-PyG's node / link metadata with one more field, ``features`` (a :class:`FeatureBatch`, or ``None`` when
-the sampler does not fetch features), always last: PyG's ``filter_fn`` code that reads ``metadata[0]``,
-``metadata[1]``, ... keeps working, and ``metadata.features`` reaches the rows.
+PyG's node / link metadata with two more fields, ``features`` (a :class:`FeatureBatch`, or ``None`` when
+the sampler does not fetch features) and ``times`` (the batch's :class:`~pyg_dist.sampler.timing.StageTimes` so
+far), always last: PyG's ``filter_fn`` code that reads ``metadata[0]``, ``metadata[1]``, ... keeps working, and
+``metadata.features`` reaches the rows.
 """
 from __future__ import annotations
 
@@ -129,29 +130,32 @@ class FeatureBatch:
 
 
 class DistNodeMetadata(NamedTuple):
-    """``metadata`` of a node batch: PyG's ``(input_id, seed_time)`` plus ``features``."""
+    """``metadata`` of a node batch: PyG's ``(input_id, seed_time)`` plus ``features``, ``times``."""
     input_id: Optional[Tensor]
     seed_time: Optional[Tensor]
     features: Optional[FeatureBatch]
+    times: Optional[Any] = None
 
 
 class DistLinkMetadata(NamedTuple):
-    """``metadata`` of a link batch (no or binary negatives): PyG's four fields plus ``features``."""
+    """``metadata`` of a link batch (no or binary negatives): PyG's four fields plus ``features``, ``times``."""
     input_id: Optional[Tensor]
     edge_label_index: Tensor
     edge_label: Optional[Tensor]
     edge_label_time: Optional[Tensor]
     features: Optional[FeatureBatch]
+    times: Optional[Any] = None
 
 
 class DistTripletMetadata(NamedTuple):
-    """``metadata`` of a link batch with triplet negatives: PyG's five fields plus ``features``."""
+    """``metadata`` of a link batch with triplet negatives: PyG's five fields plus ``features``, ``times``."""
     input_id: Optional[Tensor]
     src_index: Tensor
     dst_pos_index: Tensor
     dst_neg_index: Tensor
     seed_time: Optional[Tensor]
     features: Optional[FeatureBatch]
+    times: Optional[Any] = None
 
 
 def tensor_bytes(obj) -> int:

@@ -14,22 +14,47 @@ from pyg_dist.errors import PyGDistError
 LOOK_EVERY = 0.5
 
 
-def join_group(backend: str, timeout: float, ctx: DistContext) -> None:
+#: Bytes per second a rank is assumed to open (read, check) its partition at, at the least: the start-up bound
+#: grows by the largest partition's bytes at this rate (:func:`open_bound`).
+OPEN_BYTES_PER_S = 100e6
+
+
+def open_bound(timeout: float, meta) -> float:
+    """Seconds every rank allows for opening the partitions: ``timeout`` plus the largest partition's bytes (its
+    own files, from META.json's file list) at :data:`OPEN_BYTES_PER_S`. The same on every rank (the same META),
+    so ranks that open their partitions fast wait for one that opens a larger one (in the collective after the
+    open) instead of timing out (a folder without a file list: ``timeout``)."""
+    from pathlib import Path
+
+    from pyg_dist.format import meta as M
+    from pyg_dist.format.digests import listed
+    files = listed(meta)
+    parts = {M.part_dir("", p).name: 0 for p in range(meta.num_parts)}
+    for rel, entry in files.items():
+        top = Path(rel).parts[0]
+        if top in parts:
+            parts[top] += int(entry.get("bytes", 0))
+    return float(timeout) + max(parts.values(), default=0) / OPEN_BYTES_PER_S
+
+
+def join_group(backend: str, timeout: float, ctx: DistContext, collective: Optional[float] = None) -> None:
     """:func:`pyg_dist.group.init_process_group` within ``timeout`` seconds, while looking for a peer that failed
     before it arrived (a bad setting on another machine): its published line (:mod:`pyg_dist.rpc.verdict`) ends
     the wait at once as a :class:`~pyg_dist.errors.PeerFailedError`; the bound, as an
-    :class:`~pyg_dist.errors.RpcTimeoutError` naming the ranks that never arrived."""
+    :class:`~pyg_dist.errors.RpcTimeoutError` naming the ranks that never arrived. ``collective``: the group's
+    collective timeout until start-up ends (default ``timeout``; :func:`open_bound` while partitions open)."""
     from pyg_dist.errors import PeerFailedError, RpcTimeoutError
     from pyg_dist.group import init_process_group
     from pyg_dist.rpc import verdict
 
     store = verdict.world_store() if ctx.world_size > 1 else None
+    collective = max(timeout, collective or timeout)
     if store is None:  # one rank, or no store to look in (outside torchrun): torch's own bound holds
-        init_process_group(backend, timeout, ctx)
+        init_process_group(backend, collective, ctx)
         return
     _mark(store, f"arrived/{ctx.rank}")
     box: dict = {}
-    thread = threading.Thread(target=_run_into, args=(box, init_process_group, backend, timeout, ctx),
+    thread = threading.Thread(target=_run_into, args=(box, init_process_group, backend, collective, ctx),
                               name="pyg_dist-rendezvous", daemon=True)
     thread.start()
     deadline = time.monotonic() + timeout
@@ -71,9 +96,9 @@ def _marked(store, key: str) -> bool:
         return False
 
 
-def open_everywhere(config, ctx: DistContext):
-    """Opens this rank's partition (every check of :mod:`pyg_dist.store.folder`, within ``config.timeout``
-    seconds, else a ``PartitionFormatError`` saying so); one ``all_gather`` then
+def open_everywhere(config, ctx: DistContext, bound: Optional[float] = None):
+    """Opens this rank's partition (every check of :mod:`pyg_dist.store.folder`, within ``bound`` seconds,
+    default ``config.timeout``: :func:`open_bound`, else a ``PartitionFormatError`` saying so); one ``all_gather`` then
     tells every rank whether any rank failed, so a bad file on one machine stops all of them now, before
     RPC, instead of leaving the others to time out in the rendezvous."""
     import torch.distributed as dist
@@ -85,14 +110,15 @@ def open_everywhere(config, ctx: DistContext):
 
     stores, ident = None, None
     problem: Optional[PyGDistError] = None
+    bound = config.timeout if bound is None else bound
     try:  # bounded like the rest of start-up: a file system that stops answering is no silent hang
         stores = run_bounded(lambda: load_stores(config.partition_dir, ctx=ctx, mmap=config.mmap,
-                                                 verify=config.verify), config.timeout, "opening the partition")
+                                                 verify=config.verify), bound, "opening the partition")
         ident = folder_id(stores[1].partition_meta)
     except RpcTimeoutError:
         problem = PartitionFormatError(config.partition_dir, f"opening partition {ctx.partition} did not finish within "
-                                       f"{config.timeout:g} s (TrainConfig.timeout, the start-up bound): a file "
-                                       "system that does not answer?")
+                                       f"{bound:g} s (TrainConfig.timeout plus the largest partition's bytes at "
+                                       f"{OPEN_BYTES_PER_S / 1e6:g} MB/s): a file system that does not answer?")
     except PyGDistError as exc:
         problem = exc
     if dist.is_initialized() and dist.get_world_size() > 1:
@@ -121,4 +147,4 @@ def check_same_partitioning(folder, ids) -> None:
                                    "runs; copy the same folder to every machine")
 
 
-__all__ = ["open_everywhere", "check_same_partitioning"]
+__all__ = ["open_everywhere", "check_same_partitioning", "open_bound", "join_group", "OPEN_BYTES_PER_S"]

@@ -34,7 +34,7 @@ from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_choice, ch
 from pyg_dist.format.precision import BATCH_DTYPES, parse_dtype
 from pyg_dist.rpc.seal import MODES as WIRE_MODES
 from pyg_dist.rpc.transport import TRANSPORTS
-from pyg_dist.train.opening import join_group, open_everywhere
+from pyg_dist.train.opening import join_group, open_bound, open_everywhere
 
 LOG = logging.getLogger("pyg_dist")
 _WHERE = "TrainConfig"
@@ -375,8 +375,9 @@ def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
     with orphan.watch_agent(ctx.rank, on_orphan=teardown):  # ends this rank if its torchrun agent dies
         ok = False
         try:
-            join_group(backend, config.timeout, ctx)
-            graph_store, feature_store = open_everywhere(config, ctx)
+            bound = open_bound(config.timeout, meta)  # ranks opening a larger partition are waited for
+            join_group(backend, config.timeout, ctx, collective=bound)
+            graph_store, feature_store = open_everywhere(config, ctx, bound)
             env = DistEnv(config, ctx, device, graph_store, feature_store)
             if ctx.joins_rpc and config.rpc:
                 from pyg_dist.sampler.dist_neighbor import serve_partition

@@ -265,10 +265,13 @@ class ChunkedGraph(NodeShape):
         return self
 
 
-def take_rows(arr, idx: np.ndarray) -> Tensor:
-    """Rows ``idx`` of a tensor, numpy array or :class:`NpyRows` (which reads only those rows) as a tensor."""
+def take_rows(arr, idx: np.ndarray, dtype: Optional[torch.dtype] = None) -> Tensor:
+    """Rows ``idx`` of a tensor, numpy array or :class:`NpyRows` (which reads only those rows) as a tensor; rows
+    computed on demand (an object with ``take_rows``, e.g. generated features) are made in ``dtype`` if given."""
     if isinstance(arr, Tensor):
         return arr.index_select(0, torch.from_numpy(idx))
+    if hasattr(arr, "take_rows"):  # rows computed on demand, in their own dtype
+        return arr.take_rows(idx, dtype)
     return torch.from_numpy(np.ascontiguousarray(arr[idx]))
 
 
@@ -308,13 +311,16 @@ def _edge_source(folder: Path, columns: Tuple[str, str]) -> EdgeSource:
 
 
 def _attr(path: Path):
+    if path.name.endswith(".rows.json"):  # rows computed on demand (the papers100M-shaped generator's features)
+        from pyg_dist.datasets.papers_like import GeneratedRows
+        return GeneratedRows(path)
     if path.suffix == ".npy":
         return NpyRows(path)
     return torch.load(path, weights_only=True, mmap=True)
 
 
 def _find(folder: Path, stem: str) -> Optional[Path]:
-    for ext in (".npy", ".pt"):
+    for ext in (".npy", ".pt", ".rows.json"):
         if (folder / f"{stem}{ext}").is_file():
             return folder / f"{stem}{ext}"
     return None

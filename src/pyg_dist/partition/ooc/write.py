@@ -148,7 +148,7 @@ def _graph_entry(g, et, sp: SpilledEdges, dst: NodeOrder, p: int, perms: Path, t
 def _rows(attrs: Dict[str, Any], idx: np.ndarray, label: str, tally: PartTally, allow: bool,
           feature_dtype: Optional[torch.dtype]) -> Dict[str, Tensor]:
     """One partition's rows of every attribute (NaN / inf checked), features cast to ``feature_dtype``."""
-    rows = {k: take_rows(v, idx) for k, v in attrs.items()}
+    rows = {k: take_rows(v, idx, feature_dtype) for k, v in attrs.items()}
     for k, v in rows.items():
         _finite(f"{label}.{k}", v, tally, allow)
     return cast_features(rows, feature_dtype, "OutOfCorePartitioner", "feature_dtype", label)
