@@ -10,8 +10,9 @@ each rank writes its own timeline. Prints ONE table, one row per job:
 - ``procs``: processes in the RPC world (trainers x (1 + workers)); ``exit``: the job's exit code;
 - ``launch->batch s``: launch to the first batch (slowest rank), ``start cpu s/proc``: the CPU seconds a trainer
   spent until its first batch (mean over trainers: the per-process cost of starting, which on a 2-core machine
-  is what must not grow with width while the wall time does), ``epoch s`` (slowest rank), ``shutdown s``
-  (the last rank's end of epoch to the job's exit);
+  is what must not grow with width while the wall time does), ``epoch s`` (slowest rank), ``shutdown s`` (the
+  slowest rank's end of epoch to leaving ``dist_session``: workers stopped, RPC and the process group left),
+  ``exit s`` (the last rank leaving ``dist_session`` to the job's exit: interpreters ending, torchrun's agent);
 - per process, the largest over the job's processes: ``threads``, ``open files``, ``sockets``, ``RSS MB``;
 - ``seeds``: ``once`` when the union of the ranks' batches is every training node exactly once, else what is
   missing / repeated.
@@ -53,7 +54,6 @@ def rank_main(args) -> None:
         times["opened"] = time.time()
         loader = DistNeighborLoader(env, [10, 5], input_nodes="train_mask", batch_size=256, shuffle=True,
                                     num_workers=args.workers, seed=0)
-        fs = env.feature_store
         model = wrap_ddp(GraphSAGE(env.num_features(None), 64,
                                    2, env.num_classes(None)), env)
         opt = torch.optim.Adam(model.parameters(), lr=0.01)
@@ -72,9 +72,11 @@ def rank_main(args) -> None:
             times.setdefault("start_cpu", _cpu_seconds())
         finally:
             loader.shutdown()
-        owned = fs.get_global_id(None, mask="train_mask")
-        torch.save({"seeds": torch.cat(seeds) if seeds else torch.zeros(0, dtype=torch.long), "owned": owned,
-                    "times": times}, out / f"rank{env.rank}.pt")
+        owned = env.feature_store.get_global_id(None, mask="train_mask")
+        rank = env.rank
+    times["left"] = time.time()
+    torch.save({"seeds": torch.cat(seeds) if seeds else torch.zeros(0, dtype=torch.long), "owned": owned,
+                "times": times}, out / f"rank{rank}.pt")
 
 
 def _partition(num_nodes: int, parts: int, cache: Path) -> Path:
@@ -126,8 +128,9 @@ class Watch:
                 socks += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
             except OSError:
                 pass
-        return {"threads": int(fields["Threads"][0]), "files": len(fds), "sockets": socks,
-                "rss_mb": int(fields.get("VmRSS", ["0"])[0]) // 1024}
+        mb = lambda key: int(fields.get(key, ["0"])[0]) // 1024  # noqa: E731
+        return {"threads": int(fields["Threads"][0]), "files": len(fds), "sockets": socks, "rss_mb": mb("VmRSS"),
+                "anon_mb": mb("RssAnon"), "file_mb": mb("RssFile"), "swap_mb": mb("VmSwap")}
 
     def _run(self) -> None:
         while not self.stop.is_set():
@@ -143,10 +146,10 @@ class Watch:
                     peak[k] = max(peak[k], v)
             self.stop.wait(self.period)
 
-    def close(self) -> Dict[str, int]:
+    def close(self, keys=("threads", "files", "sockets", "rss_mb")) -> Dict[str, int]:
+        """Stops watching; the largest value of each of ``keys`` over the processes seen."""
         self.stop.set()
         self.thread.join()
-        keys = ("threads", "files", "sockets", "rss_mb")
         return {k: max((p[k] for p in self.peak.values()), default=0) for k in keys}
 
 
@@ -192,11 +195,13 @@ def run_row(trainers: int, workers: int, args) -> Dict[str, object]:
     first = [t["first_batch"] - launched for t in times.values()]
     cpu = [t["start_cpu"] for t in times.values()]
     epoch = [t["epoch_end"] - t["first_batch"] for t in times.values()]
-    last_end = max((t["epoch_end"] for t in times.values()), default=ended)
+    leave = [t["left"] - t["epoch_end"] for t in times.values()]
+    last_left = max((t["left"] for t in times.values()), default=ended)
     return {"trainers": trainers, "workers": workers, "procs": trainers * (1 + workers), "exit": code,
             "launch_to_batch_s": max(first, default=float("nan")),
             "start_cpu_s_per_proc": sum(cpu) / len(cpu) if cpu else float("nan"),
-            "epoch_s": max(epoch, default=float("nan")), "shutdown_s": ended - last_end, **peak, "seeds": seeds}
+            "epoch_s": max(epoch, default=float("nan")), "shutdown_s": max(leave, default=float("nan")),
+            "exit_s": ended - last_left, **peak, "seeds": seeds}
 
 
 def _rows(text: str) -> List[Tuple[int, int]]:
@@ -222,7 +227,7 @@ def main() -> None:
     if args.rank_main:
         return rank_main(args)
     head = ("trainers x workers", "procs", "exit", "launch->batch s", "start cpu s/proc", "epoch s", "shutdown s",
-            "threads", "open files", "sockets", "RSS MB", "seeds")
+            "exit s", "threads", "open files", "sockets", "RSS MB", "seeds")
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     rows = []
@@ -230,7 +235,8 @@ def main() -> None:
         r = run_row(trainers, workers, args)
         rows.append(r)
         print(f"| {trainers} x {workers} | {r['procs']} | {r['exit']} | {r['launch_to_batch_s']:.1f} | "
-              f"{r['start_cpu_s_per_proc']:.2f} | {r['epoch_s']:.1f} | {r['shutdown_s']:.1f} | {r['threads']} | "
+              f"{r['start_cpu_s_per_proc']:.2f} | {r['epoch_s']:.1f} | {r['shutdown_s']:.1f} | {r['exit_s']:.1f} | "
+              f"{r['threads']} | "
               f"{r['files']} | {r['sockets']} | {r['rss_mb']} | {r['seeds']} |", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))

@@ -24,7 +24,7 @@ from common import GraphSAGE, check_args, checkpoint_config, parser, print0, res
 from pyg_dist import DistNeighborLoader, InvalidArgumentError, TrainConfig, dist_session, wrap_ddp
 from pyg_dist.train.entry import run_main
 from pyg_dist.train.session import all_sum
-from pyg_dist.train.stages import EpochClock
+from pyg_dist.train.stages import EpochClock, process_age
 
 
 def parse_args(argv=None):
@@ -87,6 +87,8 @@ def train_epoch(model, step, loader, optimizer, env, args, epoch, ckpt):
     loss_sum = correct = total = 0.0
     bar, batches = steps(loader, args.max_steps, f"epoch {epoch}", args.quiet, start=ckpt.start_batch)
     for batch in batches:
+        if not ckpt.global_step:  # the job's first batch: how long start-up took (process start to here)
+            print0(env, f"first batch {process_age():.1f}s after the process started")
         batch = batch.to(env.device)
         optimizer.zero_grad()
         logits, y = step(model, batch)

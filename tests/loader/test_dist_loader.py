@@ -338,7 +338,7 @@ def _choices_rank(rank, world_size, root):
             count = sum(1 for _ in loader)
         finally:
             loader.shutdown()
-        return setup.choices, count
+        return setup.choices, count, setup.timeout
 
 
 @pytest.mark.timeout(200)
@@ -346,5 +346,6 @@ def test_workers_get_the_runs_transport_choices_from_the_config_not_the_environm
     _, root = _partition(tmp_path, 2)
     env = {"PYG_DIST_WIRE_PROTECTION": "off", "PYG_DIST_TRANSPORT": "tensorpipe"}   # the config's choices win
     res = spawn_world(2, _choices_rank, root, timeout=150, env=env)
-    for choices, count in res:
+    for choices, count, timeout in res:
         assert choices == {"transport": "sockets", "wire_protection": "encrypt"} and count > 0
+        assert timeout == 60.0  # the config's start-up bound, not the workers' default

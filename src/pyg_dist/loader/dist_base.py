@@ -109,6 +109,11 @@ def rpc_choices(data: Any) -> dict:
     return choices() if callable(choices) else {}
 
 
+def start_timeout(data: Any) -> Optional[float]:
+    """The sampler workers' start-up bound: a ``DistEnv``'s ``TrainConfig.timeout``, else ``None`` (the default)."""
+    return getattr(getattr(data, "config", None), "timeout", None)
+
+
 #: The loader arguments both distributed loaders pass through to ``DistNeighborSampler``.
 SAMPLER_ARGS = ("replace", "subgraph_type", "disjoint", "temporal_strategy", "time_attr", "weight_attr", "directed",
                 "concurrency", "node_attrs", "edge_attrs", "timeout", "remote_rows")

@@ -157,7 +157,8 @@ class DistLinkNeighborLoader(LinkLoader, DistPipelineLoader):
                          transform=transform, transform_sampler_output=transform_sampler_output,
                          filter_per_worker=filter_per_worker, input_id=mine["input_id"],
                          **workers.loader_kwargs(_WHERE, kwargs, ctx, (fs, gs), rpc_port,
-                                                   dist_base.rpc_choices(data)))
+                                                   dist_base.rpc_choices(data),
+                                                   dist_base.start_timeout(data)))
         if not meta.is_hetero:
             self.input_data.input_type = None  # the homogeneous boundary: no edge type downstream
 

@@ -181,7 +181,8 @@ class DistNeighborLoader(NodeLoader, DistPipelineLoader):
                          input_time=mine.get("time"), transform=transform,
                          transform_sampler_output=transform_sampler_output, filter_per_worker=filter_per_worker,
                          input_id=mine["input_id"],
-                         **workers.loader_kwargs(_WHERE, kwargs, ctx, (fs, gs), rpc_port, dist_base.rpc_choices(data)))
+                         **workers.loader_kwargs(_WHERE, kwargs, ctx, (fs, gs), rpc_port, dist_base.rpc_choices(data),
+                                                   dist_base.start_timeout(data)))
 
     def collate_fn(self, index):
         """Samples the index batch with its key (stage ``sample``; in a worker, or here one batch at a time)."""

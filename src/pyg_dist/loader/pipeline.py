@@ -128,6 +128,8 @@ class DistPipelineLoader(PipelineLoader):
     agreed batch count and stopping the loader's sampler workers."""
 
     seed_share: "SeedShare"  # this rank's seeds and the agreed batch count (set by the loader)
+    filter_per_worker: bool  # PyG's loader attribute and method (the loader class defines filter_fn)
+    filter_fn: Any
 
     def _start_batch(self, index):
         """The coroutine sampling one index batch (the loader's ``collate_fn``, awaitable)."""

@@ -66,12 +66,13 @@ def agree_world(where: str, ctx: DistContext, index: int, num_workers: int,
 
 
 def loader_kwargs(where: str, kwargs: dict, ctx: DistContext, stores, port: Optional[int] = None,
-                  rpc_choices: Optional[dict] = None) -> dict:
+                  rpc_choices: Optional[dict] = None, timeout: Optional[float] = None) -> dict:
     """DataLoader kwargs for the deployment: workers serve and join RPC; they must be persistent.
 
     ``port``: the worker world's rendezvous port (see :func:`agree_world`); ``rpc_choices``: ``init_rpc``'s
     ``transport`` / ``wire_protection`` (a ``DistEnv``'s ``TrainConfig.rpc_choices()``; ``None`` ones are resolved
-    here, from the variables, so the workers get the trainer's choices whatever environment they start with)."""
+    here, from the variables, so the workers get the trainer's choices whatever environment they start with);
+    ``timeout``: the workers' start-up bound (a ``DistEnv``'s ``TrainConfig.timeout``; default 120 s)."""
     workers = kwargs.get("num_workers", 0)
     if workers == 0:
         if port is not None:
@@ -90,6 +91,7 @@ def loader_kwargs(where: str, kwargs: dict, ctx: DistContext, stores, port: Opti
         share_with_workers(where, stores[0])
     world = agree_world(where, ctx, next(_WORKER_WORLDS), workers, port)
     out["worker_init_fn"] = WorkerSetup(world, stores, kwargs.get("worker_init_fn"),
+                                        timeout=120.0 if timeout is None else float(timeout),
                                         choices=resolved_rpc_choices(rpc_choices or {}))
     return out
 

@@ -123,6 +123,20 @@ class EpochClock:
         return split_line(wall, total, f"stages, sum over {n} ranks and {len(self.records)} epochs")
 
 
+def process_age() -> float:
+    """Seconds since this process started (``/proc/self/stat``; launch to first batch, as a job's log says it)."""
+    import os
+    try:
+        start = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
+        uptime = float(open("/proc/uptime").read().split()[0])
+        return uptime - start
+    except (OSError, ValueError, IndexError):  # not Linux: since this module was imported
+        return time.perf_counter() - _IMPORTED
+
+
+_IMPORTED = time.perf_counter()
+
+
 def gather_split(env, wall: float, mine: StageTimes):
     """Every rank's ``(wall, StageTimes)``, on every rank (one all-reduce of a ``world x fields`` table)."""
     import torch.distributed as dist
@@ -135,4 +149,4 @@ def gather_split(env, wall: float, mine: StageTimes):
     return table[:, 0].tolist(), [StageTimes.from_list(r[1:]) for r in table.tolist()]
 
 
-__all__ = ["EpochClock", "EpochRecord", "split_line", "gather_split"]
+__all__ = ["EpochClock", "EpochRecord", "split_line", "gather_split", "process_age"]
