@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 from typing import List, Optional
 
@@ -158,9 +159,7 @@ def steps(loader, max_steps: Optional[int], desc: str = "", quiet: bool = False,
     def batches():
         if total <= 0:  # a resumed epoch that was already complete
             return
-        for i, batch in enumerate(loader):
-            if i >= total:
-                break
+        for batch in itertools.islice(loader, total):  # no batch fetched past the last one used
             yield batch
             if hasattr(bar, "update"):
                 bar.update(1)
