@@ -77,9 +77,14 @@ def test_generated_rows_are_the_same_whoever_asks(tmp_path):
     assert int(dist.argmin()) == 7
     with pytest.raises(InvalidArgumentError, match="idx"):
         rows.take_rows(np.array([rows.n]))
-    (tmp_path / "bad.rows.json").write_text('{"kind": "other"}')
-    with pytest.raises(InvalidArgumentError, match="path"):
-        GeneratedRows(tmp_path / "bad.rows.json")
+    for i, bad in enumerate(({"kind": "other"}, {**recipe, "block": 0}, {**recipe, "labels": "../y.npy"},
+                             {**recipe, "labels": "train_mask.npy"}, {**recipe, "signal": "nan"}, [1, 2])):
+        (tmp_path / "g" / f"bad{i}.rows.json").write_text(json.dumps(bad))
+        with pytest.raises(InvalidArgumentError, match="path"):
+            GeneratedRows(tmp_path / "g" / f"bad{i}.rows.json")
+    (tmp_path / "g" / "few.rows.json").write_text(json.dumps({**recipe, "num_classes": 3}))
+    with pytest.raises(InvalidArgumentError, match="labels"):  # a label file the recipe does not cover
+        GeneratedRows(tmp_path / "g" / "few.rows.json").take_rows(np.arange(5000))
 
 
 def test_partitioned_out_of_core_with_exact_bfloat16_rows(tmp_path):

@@ -108,16 +108,21 @@ class GeneratedRows:
         self.path = Path(path)
         try:
             r = json.loads(self.path.read_text())
-            if r.get("kind") != RECIPE_KIND:
-                raise ValueError(f"kind {r.get('kind')!r}")
+            if not isinstance(r, dict) or r.get("kind") != RECIPE_KIND:
+                raise ValueError(f"kind {r.get('kind') if isinstance(r, dict) else r!r}")
             self.n, self.dim, self.classes = int(r["num_nodes"]), int(r["x_dim"]), int(r["num_classes"])
             self.signal, self.block, self.seed = float(r["signal"]), int(r["block"]), int(r["seed"])
-            labels = self.path.parent / str(r["labels"])
+            if min(self.n, self.dim, self.classes, self.block) <= 0 or not np.isfinite(self.signal):
+                raise ValueError("num_nodes, x_dim, num_classes, block > 0 and a finite signal")
+            name = str(r["labels"])
+            if Path(name).name != name or not name.endswith(".npy"):
+                raise ValueError(f"labels {name!r}: an .npy file beside the recipe")
+            labels = self.path.parent / name
+            self.y = np.load(labels, mmap_mode="r", allow_pickle=False)
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise InvalidArgumentError("GeneratedRows", "path", str(path), f"a {RECIPE_KIND} recipe ({e})") from None
-        self.y = np.load(labels, mmap_mode="r")
-        if self.y.shape != (self.n,):
-            raise InvalidArgumentError("GeneratedRows", "path", str(labels), f"{self.n} labels")
+        if self.y.shape != (self.n,) or not np.issubdtype(self.y.dtype, np.integer):
+            raise InvalidArgumentError("GeneratedRows", "path", str(labels), f"{self.n} integer labels")
         g = torch.Generator().manual_seed(self.seed + 0xCE27)
         self.centroids = torch.randn(self.classes, self.dim, generator=g) * self.signal
         self.shape, self.dtype = (self.n, self.dim), np.dtype(np.float32)
@@ -134,7 +139,7 @@ class GeneratedRows:
         dtype = dtype or torch.float32
         idx = np.asarray(idx, dtype=np.int64).reshape(-1)
         if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= self.n):
-            raise InvalidArgumentError("GeneratedRows.take", "idx", f"[{int(idx.min())}, {int(idx.max())}]",
+            raise InvalidArgumentError("GeneratedRows.take_rows", "idx", f"[{int(idx.min())}, {int(idx.max())}]",
                                        f"ids in [0, {self.n})")
         out = torch.empty(idx.size, self.dim, dtype=dtype)
         order = np.argsort(idx, kind="stable")
@@ -146,8 +151,12 @@ class GeneratedRows:
                 self.seed * 1_000_003 + b))
             pos = order[lo:hi]
             ids = idx[pos]
+            labels = np.asarray(self.y[ids], dtype=np.int64)
+            if labels.size and (int(labels.min()) < 0 or int(labels.max()) >= self.classes):
+                raise InvalidArgumentError("GeneratedRows.take_rows", "labels", f"[{labels.min()}, {labels.max()}]",
+                                           f"classes in [0, {self.classes}) ({self.path.parent / 'y.npy'})")
             rows = noise[torch.from_numpy(ids - b * self.block)]
-            rows += self.centroids[torch.from_numpy(np.asarray(self.y[ids]))]
+            rows += self.centroids[torch.from_numpy(labels)]
             out[torch.from_numpy(pos)] = rows.to(dtype)
         return out
 
