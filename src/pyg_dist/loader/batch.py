@@ -100,6 +100,16 @@ def handed_on(data, out, feature_dtype: Optional[torch.dtype], transform, starte
     return data
 
 
+def take_clock(item, times: StageTimes):
+    """What the recorder hands on for a batch stage's ``item``: a :class:`HostBatch`'s clock added to ``times``,
+    then its plain batch (or, when a GPU cache holds rows, the ``HostBatch`` of those rows without the clock);
+    anything else unchanged."""
+    if not isinstance(item, HostBatch) or item.times is None:
+        return item
+    times.add(item.times)
+    return item.data if item.device_rows is None else HostBatch(item.data, item.device_rows)
+
+
 def node_batch(out, input_type: Optional[str], md=None, **graph) -> Union[Data, HeteroData]:
     """A node-level batch: :func:`graph_batch` (``graph``: its keyword arguments) plus ``input_id``,
     ``seed_time``, ``batch_size`` from ``md`` (default: ``out.metadata``)."""
@@ -134,4 +144,4 @@ def link_batch(out, input_type, triplet: bool, md=None, **graph) -> Union[Data, 
     return data
 
 
-__all__ = ["graph_batch", "node_batch", "link_batch", "HostBatch", "device_rows", "handed_on"]
+__all__ = ["graph_batch", "node_batch", "link_batch", "HostBatch", "device_rows", "handed_on", "take_clock"]

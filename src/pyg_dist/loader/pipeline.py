@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 import torch
 
-from pyg_dist.loader.batch import HostBatch
+from pyg_dist.loader.batch import take_clock
 from pyg_dist.loader.device import DeviceStage
 from pyg_dist.loader.epoch import KeyedDataLoader
 from pyg_dist.sampler.timing import StageTimes
@@ -114,10 +114,7 @@ class StageRecorder:
             self._returned = None
         item = next(self.batches)
         if self.unwrap:
-            if isinstance(item, HostBatch) and item.times is not None:
-                self.times.add(item.times)
-                item = item.data if item.device_rows is None else HostBatch(item.data, item.device_rows)
-            return item
+            return take_clock(item, self.times)
         self._returned = time.perf_counter()
         self.times.wait += self._returned - asked
         return item
@@ -147,10 +144,7 @@ class DistPipelineLoader(PipelineLoader):
         item = self.collate_fn(index)
         if not self.filter_per_worker:
             item = self.filter_fn(item)
-        if isinstance(item, HostBatch):
-            self.stage_times.add(item.times)
-            return item.data if item.device_rows is None else HostBatch(item.data, item.device_rows)
-        return item
+        return take_clock(item, self.stage_times)
 
     @property
     def _dist_sampler(self):
