@@ -71,7 +71,8 @@ class TrainConfig:
             ``"integrity"`` (every frame's bytes checked, AES-GCM tag per frame), ``"encrypt"`` (also encrypted, for
             networks that are not trusted) or ``"off"``. ``None`` (default): ``$PYG_DIST_WIRE_PROTECTION``, else
             ``"integrity"``. The loaders built on the run's ``DistEnv`` hand it to their sampler workers.
-        timeout: Seconds for start-up: rendezvous (process group and RPC), opening partitions, caches.
+        timeout: Seconds for start-up: rendezvous (process group and RPC), opening partitions (plus the largest
+            partition's bytes at 100 MB/s, so ranks wait for one that opens a larger partition), caches.
         failure_timeout: The bound after start-up (:mod:`pyg_dist.timeouts`): a peer that dies or hangs
             ends every other rank within it, in remote calls, collectives (DDP) and shutdown. Default:
             ``$PYG_DIST_FAILURE_TIMEOUT`` or 20 s.
