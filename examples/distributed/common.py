@@ -20,11 +20,14 @@ class GraphSAGE(torch.nn.Module):
         self.convs = torch.nn.ModuleList(SAGEConv(a, b) for a, b in zip(dims[:-1], dims[1:]))
         self.dropout = dropout
 
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor, num_sampled_nodes: Optional[List[int]] = None,
-                num_sampled_edges: Optional[List[int]] = None) -> torch.Tensor:
-        """With a batch's ``num_sampled_nodes`` / ``num_sampled_edges``, layer ``i`` drops the nodes and edges of
-        the last ``i`` hops first (PyG's ``trim_to_layer``: the seeds' outputs are the same, computed on fewer
-        rows)."""
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        return self.layers(x, edge_index)
+
+    def layers(self, x: torch.Tensor, edge_index: torch.Tensor, num_sampled_nodes: Optional[List[int]] = None,
+               num_sampled_edges: Optional[List[int]] = None) -> torch.Tensor:
+        """The layers; with a batch's ``num_sampled_nodes`` / ``num_sampled_edges``, layer ``i`` drops the nodes
+        and edges of the last ``i`` hops first (PyG's ``trim_to_layer``: the seeds' outputs are the same, computed
+        on fewer rows)."""
         for i, conv in enumerate(self.convs):
             if num_sampled_nodes is not None:
                 from torch_geometric.utils import trim_to_layer
@@ -33,6 +36,15 @@ class GraphSAGE(torch.nn.Module):
             if i < len(self.convs) - 1:
                 x = F.dropout(F.relu(x), p=self.dropout, training=self.training)
         return x
+
+
+class TrimmedGraphSAGE(GraphSAGE):
+    """:class:`GraphSAGE` whose forward takes the batch's per-hop counts too (``--trim``; homogeneous batches:
+    ``to_hetero`` traces the plain two-argument forward)."""
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor, num_sampled_nodes: Optional[List[int]] = None,
+                num_sampled_edges: Optional[List[int]] = None) -> torch.Tensor:
+        return self.layers(x, edge_index, num_sampled_nodes, num_sampled_edges)
 
 
 class LinkModel(torch.nn.Module):

@@ -20,7 +20,18 @@ import time
 import torch
 import torch.nn.functional as F
 
-from common import GraphSAGE, check_args, checkpoint_config, parser, print0, resume, set_loss, setup, steps
+from common import (
+    GraphSAGE,
+    TrimmedGraphSAGE,
+    check_args,
+    checkpoint_config,
+    parser,
+    print0,
+    resume,
+    set_loss,
+    setup,
+    steps,
+)
 from pyg_dist import DistNeighborLoader, InvalidArgumentError, TrainConfig, dist_session, wrap_ddp
 from pyg_dist.train.entry import run_main
 from pyg_dist.train.session import all_sum
@@ -67,7 +78,8 @@ def build_model(env, args, target):
     """GraphSAGE (``to_hetero`` for a heterogeneous folder) and a ``batch -> (logits, labels)`` step."""
     meta = env.meta
     num_classes, in_dim = env.num_classes(target), env.num_features(target)
-    model = GraphSAGE(in_dim, args.hidden, num_classes, len(args.num_neighbors))
+    trimmed = args.trim and target is None
+    model = (TrimmedGraphSAGE if trimmed else GraphSAGE)(in_dim, args.hidden, num_classes, len(args.num_neighbors))
     if target is None:
         def step(m, b):
             trim = (b.num_sampled_nodes, b.num_sampled_edges) if args.trim else ()

@@ -294,13 +294,13 @@ def test_trimmed_graphsage_gives_the_seeds_the_same_outputs():
     """--trim (PyG's trim_to_layer per layer) computes the seeds' logits on fewer rows: equal to the untrimmed."""
     sys.path.insert(0, str(EXAMPLES))
     try:
-        from common import GraphSAGE
+        from common import TrimmedGraphSAGE
     finally:
         sys.path.remove(str(EXAMPLES))
     data = pyg_dist.synthetic_graph(2000, 8, num_features=16, seed=4)
     batch = next(iter(pyg_dist.NeighborLoader(data, [5, 4, 3], batch_size=64, seed=0)))
     torch.manual_seed(0)
-    model = GraphSAGE(16, 32, 8, 3).eval()
+    model = TrimmedGraphSAGE(16, 32, 8, 3).eval()
     full = model(batch.x, batch.edge_index)[:batch.batch_size]
     trimmed = model(batch.x, batch.edge_index, batch.num_sampled_nodes, batch.num_sampled_edges)
     assert trimmed.size(0) < batch.num_nodes

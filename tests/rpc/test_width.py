@@ -91,3 +91,15 @@ def test_members_that_never_arrive_are_counted_in_the_bound():
     t = FakeTransport(4, called=[])
     problem = leave.arrival_barrier(t, _ctx(4), timeout=0.3)
     assert problem == "3 of 4 members did not reach shutdown_rpc within 0.3 s" and t.pinged == []
+
+
+def test_a_store_gone_mid_barrier_still_names_the_dead_member():
+    """The store's host left after finding a dead member itself: everyone is asked once, the dead one named."""
+    class GoneStore(CountingStore):
+        def add(self, key, n):
+            raise RuntimeError("Failed to recv, got 0 bytes")
+
+    t = FakeTransport(3, called=[], dead=[0, 1])
+    t.store = GoneStore()
+    problem = leave.arrival_barrier(t, DistContext(rank=2, world_size=3, num_partitions=3), timeout=30.0)
+    assert problem.startswith("unreachable members") and "rpc rank 1" in problem and sorted(t.pinged) == [0, 1]

@@ -118,44 +118,62 @@ def arrival_barrier(transport, ctx: DistContext, timeout: float) -> Optional[str
     """Waits until every member entered ``shutdown_rpc``; returns None, or what went wrong.
 
     A transport with an ``arrival_counter()`` (the sockets transport: its store and a key) counts arrivals in the
-    store, one operation per look, and asks only the members it is connected to directly (a dead one is named at
-    once; nobody dials a member it never called just to leave). Otherwise every member is asked through
-    ``transport.ping``."""
+    store, one operation per look, and asks only the members it called directly (a dead one is named at once;
+    nobody dials a member it never called just to leave); if the store stops answering (its host left after its
+    own failure), every member is asked once, so the dead are named. Otherwise every member is asked through
+    ``transport.ping`` until it arrived."""
     deadline = time.monotonic() + timeout
+    everyone = [r for r in range(ctx.rpc_world_size) if r != ctx.rpc_rank]
     counter = getattr(transport, "arrival_counter", None)
     if counter is None:
-        pending = [r for r in range(ctx.rpc_world_size) if r != ctx.rpc_rank]
-        count = lambda: 0  # noqa: E731 -- only the pings say who arrived
-    else:
-        store, key, connected = counter()
-        pending = [r for r in connected if r != ctx.rpc_rank]
-        count = lambda: int(store.add(key, 0))  # noqa: E731
-    delay = 0.01
+        return _ping_until_arrived(transport, ctx, everyone, deadline, timeout)
+    store, key, connected = counter()
     try:
-        if counter is not None:
-            store.add(key, 1)
-    except Exception as exc:  # noqa: BLE001 -- the store's host is gone: reported by shutdown_rpc
-        return f"the store stopped answering before every member arrived ({exc})"
-    while True:
-        try:
-            arrived = count()
-        except Exception as exc:  # noqa: BLE001
-            return f"the store stopped answering before every member arrived ({exc})"
-        if counter is not None and arrived >= ctx.rpc_world_size or counter is None and not pending:
-            return None
+        return _count_arrivals(transport, ctx, store, key, [r for r in connected if r != ctx.rpc_rank], deadline,
+                               timeout)
+    except Exception as exc:  # noqa: BLE001 -- the store's host is gone: who else is?
+        _, lost = _ping_round(transport, ctx, everyone, min(deadline, time.monotonic() + 10.0))
+        return _lost(lost) if lost else f"the store stopped answering before every member arrived ({exc})"
+
+
+def _lost(lines: list) -> str:
+    return "unreachable members (dead, or shut down after their own failure): " + "; ".join(lines)
+
+
+def _ping_until_arrived(transport, ctx: DistContext, pending: list, deadline: float, timeout: float) -> Optional[str]:
+    """Asks ``pending`` until each has arrived, with back-off; None, or what went wrong."""
+    delay = 0.02
+    while pending:
+        pending, lost = _ping_round(transport, ctx, pending, deadline)
+        if lost:
+            return _lost(lost)
+        if pending and time.monotonic() > deadline:
+            return f"members with rpc ranks {pending} did not reach shutdown_rpc within {timeout:g} s"
         if pending:
-            pending, lost = _ping_round(transport, ctx, pending, deadline)
-            if lost:
-                return "unreachable members (dead, or shut down after their own failure): " + "; ".join(lost)
-        if time.monotonic() > deadline:
-            if counter is None:
-                return f"members with rpc ranks {pending} did not reach shutdown_rpc within {timeout:g} s"
-            return (f"{ctx.rpc_world_size - arrived} of {ctx.rpc_world_size} members did not reach shutdown_rpc within "
-                    f"{timeout:g} s" + (f" (among them rpc ranks {pending})" if pending else ""))
-        if counter is None and not pending:
+            time.sleep(delay)
+            delay = min(2 * delay, 1.0)
+    return None
+
+
+def _count_arrivals(transport, ctx: DistContext, store, key: str, called: list, deadline: float,
+                    timeout: float) -> Optional[str]:
+    """Adds this member to the store's count and waits for the world's; the ``called`` members are asked directly
+    too (a dead one is named at once). A store error propagates."""
+    store.add(key, 1)
+    delay = 0.01
+    while True:
+        arrived = int(store.add(key, 0))
+        if arrived >= ctx.rpc_world_size:
             return None
+        if called:
+            called, lost = _ping_round(transport, ctx, called, deadline)
+            if lost:
+                return _lost(lost)
+        if time.monotonic() > deadline:
+            return (f"{ctx.rpc_world_size - arrived} of {ctx.rpc_world_size} members did not reach shutdown_rpc within "
+                    f"{timeout:g} s" + (f" (among them rpc ranks {called})" if called else ""))
         time.sleep(delay)
-        delay = min(2 * delay, 1.0 if counter is None else 0.25)
+        delay = min(2 * delay, 0.25)
 
 
 def _ping_round(transport, ctx: DistContext, pending: list, deadline: float):
