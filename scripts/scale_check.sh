@@ -71,7 +71,7 @@ echo
 "$PY" scripts/scale_report.py "$OUT"
 echo
 echo "== one-machine sampler by threads (bench_sampler.py) =="
-grep -v '^#' "$OUT/sampler_threads.log" | grep '^|' | tail -n 12
+grep -E '^(graph|backend|numba|torch|pyg)' "$OUT/sampler_threads.log" | tail -n 12
 echo
 echo "== stages =="
 cat "$SUMMARY"

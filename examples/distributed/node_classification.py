@@ -141,7 +141,12 @@ def main(argv=None) -> float:
         meta = env.graph_store.partition_meta
         target = _target(env.feature_store, meta, args.target)
 
+        have = set(env.feature_store.attr_names(target if target is not None else "_N"))
+
         def loader(mask, train):
+            if mask not in have:  # e.g. the reference graph: train_mask only
+                print0(env, f"the folder has no {mask}: evaluating on train_mask instead")
+                mask = "train_mask"
             nodes = mask if target is None else (target, mask)
             return DistNeighborLoader(env, args.num_neighbors, input_nodes=nodes, batch_size=args.batch_size,
                                       shuffle=train, num_workers=args.num_workers, concurrency=args.concurrency,
