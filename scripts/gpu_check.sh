@@ -19,19 +19,7 @@ mkdir -p "$OUT"
 PY=${PYTHON:-python3}
 WORK=${WORK:-/tmp/pyg_dist_gpu_check}
 mkdir -p "$WORK"
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 NUMBA_CACHE_DIR="$WORK/numba"
-SUMMARY="$OUT/summary.txt"
-: > "$SUMMARY"
-
-stage() {  # stage NAME SECONDS COMMAND...: runs COMMAND with a time limit, its output in $OUT/NAME.log
-    local name=$1 limit=$2 start rc
-    shift 2
-    start=$(date +%s)
-    timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
-    rc=$?
-    echo "$name: rc=$rc in $(( $(date +%s) - start )) s (limit $limit s)$( [ $rc = 124 ] && echo ' TIMED OUT')" \
-        | tee -a "$SUMMARY"
-}
+. scripts/stages.sh  # PYTHONPATH, $SUMMARY, stage NAME SECONDS COMMAND...
 
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   "$PY" -c "import sys, torch, torch_geometric, numba; print(sys.version.split()[0], 'torch', torch.__version__, \

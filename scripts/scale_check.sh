@@ -21,19 +21,7 @@ RANKS=${RANKS:-"1 2 4 8"}
 THREADS=${THREADS:-"1 2 4 8 16"}
 WORKERS=${WORKERS:-"0 2 4 8"}
 CORES=$(nproc)
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 NUMBA_CACHE_DIR="$WORK/numba"
-SUMMARY="$OUT/summary.txt"
-: > "$SUMMARY"
-
-stage() {  # stage NAME SECONDS COMMAND...: runs COMMAND with a time limit, its output in $OUT/NAME.log
-    local name=$1 limit=$2 start rc
-    shift 2
-    start=$(date +%s)
-    timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
-    rc=$?
-    echo "$name: rc=$rc in $(( $(date +%s) - start )) s (limit $limit s)$( [ $rc = 124 ] && echo ' TIMED OUT')" \
-        | tee -a "$SUMMARY"
-}
+. scripts/stages.sh  # PYTHONPATH, $SUMMARY, stage NAME SECONDS COMMAND...
 
 "$PY" -c "import sys, torch; print(sys.version.split()[0], 'torch', torch.__version__, 'cuda', \
 torch.cuda.is_available()); print('cores', $CORES)" > "$OUT/env.log" 2>&1
