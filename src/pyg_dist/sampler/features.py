@@ -34,22 +34,27 @@ def _count(clock: Optional[StageTimes], ids: Dict, plan) -> None:
     """Adds one feature round's rows read here, from the cache and fetched to the batch's clock."""
     if clock is None:
         return
-    for i, g in enumerate(ids):
-        remote, cached = plan.remote_rows(i), plan.cached_rows(i)
+    for _, _, local, cached, remote in _row_split(ids, plan):
         clock.rows_fetched += remote
         clock.rows_cached += cached
-        clock.rows_owned += ids[g].numel() - remote - cached
+        clock.rows_owned += local
+
+
+def _row_split(ids: Dict, plan):
+    """Per group of a feature round: ``(position, group, rows read here, from the cache, fetched)``."""
+    for i, g in enumerate(ids):
+        remote, cached = plan.remote_rows(i), plan.cached_rows(i)
+        yield i, g, ids[g].numel() - remote - cached, cached, remote
 
 
 def _record(stats: SamplerStats, ids: Dict, plan, out: Dict, received: Optional[int] = None) -> None:
     """Counts one feature round from its lookup plan: rows read here, from the cache, and fetched; the bytes
     received are ``received`` (the replies' tensor bytes as they travelled) when known, else the asked rows'."""
     stats.feature_requests += len(plan.requests)
-    for i, g in enumerate(ids):
-        remote, cached = plan.remote_rows(i), plan.cached_rows(i)
+    for i, g, local, cached, remote in _row_split(ids, plan):
         stats.feature_rows_remote += remote
         stats.feature_rows_cached += cached
-        stats.feature_rows_local += ids[g].numel() - remote - cached
+        stats.feature_rows_local += local
         asked = plan.asked_rows(i)  # the wire carries each distinct id (and its row) once
         if received is None:
             stats.bytes_received += asked * sum(v[0].numel() * v.element_size() for v in out[g].values() if v.numel())
