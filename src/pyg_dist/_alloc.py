@@ -18,6 +18,15 @@ from ~700 to ~120 per batch, the 90th percentile of one reply's gather from ~50 
 and the ranks' CPU per batch from 165-170 ms to 156-159 ms.
 Larger blocks (whole feature batches) are recycled by :mod:`pyg_dist.store.buffers` instead.
 
+Blocks above 32 MiB (a batch's features, a layer's activations and gradients: 30-60 MB each on the reference
+graph) cannot stay in glibc's heap: every batch maps them afresh and faults them in 4 KiB at a time. The same
+call therefore sets ``THP_MEM_ALLOC_ENABLE=1`` (unless the environment already says otherwise), which makes
+torch back CPU tensors of 2 MiB and more with transparent huge pages (where the kernel's THP mode is ``always``
+or ``madvise``): measured with the planner's job on the reference graph (1 rank, 1 thread, fanouts 15,10,
+GraphSAGE 64 wide), page faults per batch fell from 100,000 to 10,000 and the batch from 383-391 ms to
+230-265 ms (interleaved runs), peak RSS unchanged. torch reads the variable at its first allocation of
+2 MiB or more: a script that allocates large tensors before its session starts sets it at launch itself.
+
 Set ``PYG_DIST_MALLOC_TUNING=0`` to keep the allocator's defaults (a value that is no flag raises
 ``InvalidArgumentError`` naming the variable).
 """
@@ -25,6 +34,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 
 from pyg_dist.envvars import read_flag
 
@@ -40,6 +50,7 @@ def tune_allocator() -> bool:
     if _applied is None:
         _applied = False
         if read_flag("PYG_DIST_MALLOC_TUNING", True):
+            os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")  # torch: huge pages for tensors >= 2 MiB
             try:
                 libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
                 mallopt = libc.mallopt

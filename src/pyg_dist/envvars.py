@@ -101,7 +101,8 @@ ENV_VARS: Tuple[EnvVar, ...] = (
     EnvVar(
         "PYG_DIST_MALLOC_TUNING", "flag", "`1` (on)",
         "glibc allocator tuning (`pyg_dist._alloc.tune_allocator`: mmap threshold 32 MiB, trim threshold "
-        "256 MiB, one arena), applied once per process when `dist_session()` or a sampler worker starts; `0`, "
+        "256 MiB, one arena; and `THP_MEM_ALLOC_ENABLE=1` unless set: torch backs tensors of 2 MiB and more "
+        "with transparent huge pages), applied once per process when `dist_session()` or a sampler worker starts; `0`, "
         "`false`, `no` or `off` keep the allocator's defaults, `1`, `true`, `yes` or `on` (any case) apply them; "
         "anything else raises `InvalidArgumentError` naming the variable."),
     EnvVar(

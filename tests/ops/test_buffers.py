@@ -242,6 +242,43 @@ def test_tune_allocator_applies_once_and_can_be_disabled():
     assert off.stdout.split() == ["False", "False"], off.stderr
 
 
+_THP = """
+import os, sys
+import torch
+from pyg_dist._alloc import tune_allocator
+tune_allocator()
+def faults():
+    return int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[7])
+f0 = faults()
+for _ in range(20):
+    x = torch.ones(10 << 20)  # 40 MB: above glibc's largest mmap threshold, mapped afresh every time
+    del x
+print(os.environ.get("THP_MEM_ALLOC_ENABLE"), faults() - f0)
+"""
+
+
+def _thp_mode() -> str:
+    try:
+        text = open("/sys/kernel/mm/transparent_hugepage/enabled").read()
+    except OSError:
+        return "absent"
+    return text[text.index("[") + 1:text.index("]")] if "[" in text else "absent"
+
+
+def test_tune_allocator_asks_torch_for_huge_pages_unless_told_otherwise():
+    def run(**env):
+        out = subprocess.run([sys.executable, "-c", _THP], capture_output=True, text=True, timeout=120,
+                             env={k: v for k, v in {**os.environ, **env}.items() if v is not None})
+        assert out.returncode == 0, out.stderr
+        flag, faults = out.stdout.split()
+        return flag, int(faults)
+    base = {"THP_MEM_ALLOC_ENABLE": None}
+    tuned, kept, off = run(**base), run(THP_MEM_ALLOC_ENABLE="0"), run(**base, PYG_DIST_MALLOC_TUNING="0")
+    assert (tuned[0], kept[0], off[0]) == ("1", "0", "None")
+    if sys.platform.startswith("linux") and _thp_mode() in ("always", "madvise"):
+        assert tuned[1] * 4 < kept[1], (tuned, kept)  # 2 MiB pages: far fewer faults for the same bytes
+
+
 _THREAD_HEAP = """
 import ctypes, sys, threading
 from pyg_dist._alloc import tune_allocator

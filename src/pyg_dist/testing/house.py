@@ -17,6 +17,7 @@ Stages, from the ground up (a stage imports only the stages listed for it, and i
     train      the front door, checkpoint, inference    -> ... embedding
     tma        time-based model aggregation             -> ... train
     distributed, testing: beside (migration layer; test helpers) -> anything but each other's callers
+    plan       the planner (pyg-dist-plan)              -> the runtime, datasets, partition, testing
     pyg_dist   the package's own lazy table             -> anything
 
 The runtime stages (store and up) never import ``partition``; ``partition`` never imports the runtime.
@@ -44,7 +45,8 @@ ALLOWED: Dict[str, Set[str]] = {
     **{s: set(_RUNTIME[:i]) for i, s in enumerate(_RUNTIME) if i >= 3},
     "distributed": set(_RUNTIME) | {"datasets", "partition"},
     "testing": set(_RUNTIME) | {"datasets", "partition"},
-    "pyg_dist": set(_RUNTIME) | {"datasets", "partition", "distributed", "testing"},
+    "plan": set(_RUNTIME) | {"datasets", "partition", "testing"},
+    "pyg_dist": set(_RUNTIME) | {"datasets", "partition", "distributed", "testing", "plan"},
 }
 _CORE = {"_types", "_version", "errors", "_lazy", "_alloc", "timeouts", "context", "iface", "group", "envvars", "_fsio"}
 

@@ -18,7 +18,8 @@ seconds are the pipeline's busy time: inside ``wait`` when the loader samples in
 time, beside the step (hidden) with sampler workers or ``concurrency > 1``.
 
 Rank 0 writes one JSON line per epoch to ``record_path``: ``{"epoch", "world_size", "wall_s" (the slowest rank),
-"ranks": [per rank: {"wall", "other", every stage and count}], "sum": {the same, summed over ranks}}``.
+"ranks": [per rank: {"wall", "other", every stage and count, "peak_rss_mb" (the process's peak RSS so far),
+"cpu_s" (the process's CPU seconds in the epoch, every thread)}], "sum": {the same, summed over ranks}}``.
 """
 from __future__ import annotations
 
@@ -42,6 +43,12 @@ class EpochRecord:
     walls: List[float]
     ranks: List[StageTimes]
     rank: int = 0
+    peak_rss_mb: Optional[List[float]] = None
+    cpu_s: Optional[List[float]] = None
+
+    def _extras(self, i: int) -> Dict[str, float]:
+        out = {} if self.peak_rss_mb is None else {"peak_rss_mb": round(self.peak_rss_mb[i], 1)}
+        return out if self.cpu_s is None else {**out, "cpu_s": round(self.cpu_s[i], 4)}
 
     @staticmethod
     def _entry(wall: float, t: StageTimes) -> Dict[str, float]:
@@ -54,7 +61,7 @@ class EpochRecord:
         for t in self.ranks:
             total.add(t)
         return {"epoch": self.epoch, "world_size": len(self.ranks), "wall_s": round(max(self.walls), 4),
-                "ranks": [self._entry(w, t) for w, t in zip(self.walls, self.ranks)],
+                "ranks": [{**self._entry(w, t), **self._extras(i)} for i, (w, t) in enumerate(zip(self.walls, self.ranks))],
                 "sum": self._entry(sum(self.walls), total)}
 
     def line(self, rank: Optional[int] = None) -> str:
@@ -92,20 +99,21 @@ class EpochClock:
         self.path = Path(record_path) if record_path is not None else None
         self.records: List[EpochRecord] = []
         self._start: Optional[float] = None
+        self._cpu = 0.0
 
     def start(self) -> None:
         """Starts an epoch: its wall clock, and the loader's stage totals from zero."""
         self.loader.take_stage_times()
-        self._start = time.perf_counter()
+        self._start, self._cpu = time.perf_counter(), time.process_time()
 
     def stop(self, epoch: int) -> EpochRecord:
         """Ends the epoch and gathers every rank's split (a collective: call it on every rank)."""
         if self._start is None:
             raise InvalidArgumentError("EpochClock.stop", "epoch", epoch, "an epoch begun with start()")
         wall, mine = time.perf_counter() - self._start, self.loader.take_stage_times()
-        self._start = None
-        walls, ranks = gather_split(self.env, wall, mine)
-        record = EpochRecord(int(epoch), walls, ranks, int(getattr(self.env, "rank", 0)))
+        cpu, self._start = time.process_time() - self._cpu, None
+        walls, ranks, rss, cpus = gather_split(self.env, wall, mine, cpu)
+        record = EpochRecord(int(epoch), walls, ranks, int(getattr(self.env, "rank", 0)), rss, cpus)
         self.records.append(record)
         if self.path is not None and record.rank == 0:
             with _fsio.writing(self.path), open(self.path, "a") as f:  # a full disk: FileWriteError naming it
@@ -137,16 +145,37 @@ def process_age() -> float:
 _IMPORTED = time.perf_counter()
 
 
-def gather_split(env, wall: float, mine: StageTimes):
-    """Every rank's ``(wall, StageTimes)``, on every rank (one all-reduce of a ``world x fields`` table)."""
+def peak_rss_mb() -> float:
+    """This process's peak resident set so far, MiB (``getrusage``; 0.0 where it is unavailable)."""
+    try:
+        import resource
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+    except (ImportError, OSError):
+        return 0.0
+
+
+def current_rss_mb() -> float:
+    """This process's resident set now, MiB (``/proc/self/statm``; 0.0 where it is unavailable)."""
+    import os
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def gather_split(env, wall: float, mine: StageTimes, cpu: float = 0.0):
+    """Every rank's ``(wall, StageTimes, peak RSS MiB, CPU seconds)`` as four lists, on every rank (one
+    all-reduce of a ``world x fields`` table)."""
     import torch.distributed as dist
     world, rank = int(getattr(env, "world_size", 1)), int(getattr(env, "rank", 0))
-    row = [wall] + mine.as_list()
+    row = [wall, peak_rss_mb(), cpu] + mine.as_list()
     table = torch.zeros(world, len(row), dtype=torch.float64)
     table[rank] = torch.tensor(row, dtype=torch.float64)
     if world > 1 and dist.is_initialized():
         dist.all_reduce(table)
-    return table[:, 0].tolist(), [StageTimes.from_list(r[1:]) for r in table.tolist()]
+    return (table[:, 0].tolist(), [StageTimes.from_list(r[3:]) for r in table.tolist()], table[:, 1].tolist(),
+            table[:, 2].tolist())
 
 
-__all__ = ["EpochClock", "EpochRecord", "split_line", "gather_split", "process_age"]
+__all__ = ["EpochClock", "EpochRecord", "split_line", "gather_split", "peak_rss_mb", "current_rss_mb", "process_age"]

@@ -1,0 +1,168 @@
+"""Calibration: short runs of the planner's job (:mod:`.job`) on this machine, and the unit costs they fit.
+
+Three runs of ``steps`` batches each (after ``warmup`` batches; ``repeats`` rounds of them, interleaved), over
+partition folders of 1 and 2 parts:
+
+- 1 rank, 1 thread: the one-thread cost of each stage per sampled edge or row (``u_*``), the step per batch;
+- 1 rank, 2 threads (when this machine has 2 cores or more): how much a second thread saves (Amdahl's serial
+  fraction ``phi`` of each stage);
+- 2 ranks, 1 thread each: what a remote sampled edge and a remote row add over a local one (``h_edge``,
+  ``h_row``, after the calls' latency ``lat``, measured by timed empty calls between the ranks) and what
+  DDP adds to a step (``ddp``).
+
+Each run's stage seconds are those of the job's epoch clock (:class:`~pyg_dist.train.stages.EpochClock`), the
+counts those of the offline replay (:mod:`.replay`), and the memory the ranks' RSS at their first batch against
+the bytes of their partitions (the node and edge files of the 1-part folder), plus the peak's growth over it
+while training.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from pyg_dist.errors import InvalidArgumentError, PyGDistError
+from pyg_dist.plan.model import Costs
+from pyg_dist.plan.replay import Counts
+
+
+class JobFailedError(PyGDistError):
+    """A run of the planner's job exited non-zero (the message holds the end of its output)."""
+
+
+@dataclass
+class Run:
+    """One run of the job: its last epoch's record (``ranks``: per rank stage seconds and counts) and facts."""
+    ranks: int
+    threads: int
+    record: dict
+    facts: dict
+    seconds: float
+    link_gbps: Optional[float] = None
+    cold_s: float = 0.0  # how much longer the first epoch took than its batches at the last one's rate
+
+    def per_batch(self) -> Dict[str, float]:
+        """Mean over ranks of seconds per batch: ``sample``, ``rows``, ``assemble``, ``step``, ``other`` (the
+        loader's own time: wait not spent in a timed stage), and ``epoch_other`` (per epoch) and ``rss_mb``."""
+        out: Dict[str, float] = {k: 0.0 for k in ("sample", "rows", "assemble", "step", "other", "epoch_other")}
+        for r in self.record["ranks"]:
+            b = max(r["batches"], 1)
+            stages = {"sample": r["sample_local"] + r["sample_remote"], "rows": r["rows_local"] + r["rows_remote"],
+                      "assemble": r["assemble"], "step": r["step"]}
+            stages["other"] = max(r["wait"] - stages["sample"] - stages["rows"] - stages["assemble"], 0.0)
+            for k, v in stages.items():
+                out[k] += v / b / len(self.record["ranks"])
+            out["epoch_other"] += r["other"] / len(self.record["ranks"])
+        out["rss_mb"] = max(r.get("peak_rss_mb", 0.0) for r in self.record["ranks"])
+        out["open_rss_mb"] = max(self.facts.get("open_rss_mb") or [out["rss_mb"]])
+        return out
+
+    @property
+    def wall_s(self) -> float:
+        return float(self.record["wall_s"])
+
+
+def run_job(folder: Path, ranks: int, threads: int, record: Path, job_args: Sequence[str], *, epochs: int = 1,
+            steps: int = 0, warmup: int = 0, link_gbps: Optional[float] = None, timeout: float = 3600.0) -> Run:
+    """Runs :mod:`.job` under ``torch.distributed.run`` on this machine (``warmup`` batches first, then
+    ``epochs`` epochs of ``steps`` batches, 0: whole epochs); returns its last epoch."""
+    for p in (record, Path(f"{record}.job.json")):
+        p.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
+           "-m", "pyg_dist.plan.job", "--partition-dir", str(folder), "--record", str(record),
+           "--epochs", str(epochs), "--max-steps", str(steps), "--warmup-steps", str(warmup), *job_args]
+    if link_gbps:
+        cmd += ["--link-gbps", str(link_gbps)]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), CUDA_VISIBLE_DEVICES="")
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise JobFailedError(f"the planner's job ({ranks} ranks on {folder}) ran past {timeout:.0f} s") from None
+    if proc.returncode != 0 or not record.exists():
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+        raise JobFailedError(f"the planner's job ({ranks} ranks on {folder}) exited {proc.returncode}:\n{tail}")
+    lines = record.read_text().strip().splitlines()
+    facts = json.loads(Path(f"{record}.job.json").read_text())
+    first, last = json.loads(lines[0]), json.loads(lines[-1])
+    cold = 0.0
+    if len(lines) > 1:  # the first epoch's excess over its batches at the last epoch's rate
+        rate = last["wall_s"] / max(last["ranks"][0]["batches"], 1)
+        cold = max(first["wall_s"] - rate * first["ranks"][0]["batches"], 0.0)
+    return Run(ranks, threads, last, facts, time.perf_counter() - start, link_gbps, cold)
+
+
+def folder_bytes(folder: Path) -> Dict[str, int]:
+    """Bytes of the node files (features, labels, masks) and of the edge files (the graph) of a 1-part folder."""
+    part = Path(folder) / "part_0"
+    if not part.is_dir():
+        raise InvalidArgumentError("folder_bytes", "folder", str(folder), "a partition folder with part_0/")
+    sizes = {"node_bytes": 0, "edge_bytes": 0}
+    for f in part.rglob("*"):
+        if f.is_file():
+            sizes["edge_bytes" if f.name.startswith(("graph", "edge")) else "node_bytes"] += f.stat().st_size
+    return sizes
+
+
+def fit(one: Run, one_two: Optional[Run], two: Run, c1: Counts, c2: Counts, sizes: Dict[str, int]) -> Costs:
+    """The unit costs of :mod:`.model` from the three calibration runs and the replayed counts."""
+    a, b = one.per_batch(), two.per_batch()
+    lat = float(two.facts.get("call_latency_s", 0.0))
+    phi = {s: 1.0 for s in ("sample", "rows", "assemble", "step")}
+    if one_two is not None:
+        c = one_two.per_batch()
+        phi = {s: min(max(2 * c[s] / a[s] - 1, 0.0), 1.0) if a[s] > 0 else 1.0 for s in phi}
+    e_rem, r_rem = c2.edges * c2.remote_edge_frac, c2.rows * c2.remote_row_frac
+    costs = Costs(u_edge=a["sample"] / c1.edges, u_row=a["rows"] / c1.rows, u_asm=a["assemble"] / c1.rows,
+                  u_step=a["step"] / c1.rows, u_other=a["other"], lat=lat, phi=phi, epoch_other=a["epoch_other"],
+                  row_bytes=int(one.facts["row_bytes"]), train_seeds=int(one.facts["train_seeds"]),
+                  params=int(one.facts["params"]), cold_s=(one.cold_s + two.cold_s) / 2, **sizes)
+    costs.h_edge = max(b["sample"] - costs.u_edge * c2.edges - lat * c2.hop_calls, 0.0) / max(e_rem, 1.0)
+    costs.h_row = max(b["rows"] - costs.u_row * c2.rows - lat * c2.row_calls, 0.0) / max(r_rem, 1.0)
+    costs.ddp = max(b["step"] - costs.u_step * c2.rows, 0.0)
+    p1 = sizes["node_bytes"] + sizes["edge_bytes"]
+    p2 = sizes["node_bytes"] * c2.max_nodes_frac + sizes["edge_bytes"] * c2.max_edges_frac
+    open1, open2 = a["open_rss_mb"], b["open_rss_mb"]  # the line through the RSS at the first batch
+    costs.rss_per_byte = (open1 - open2) / ((p1 - p2) / 2**20) if p1 > p2 and open1 > open2 else 1.0
+    costs.rss_base_mb = open1 - costs.rss_per_byte * p1 / 2**20
+    costs.rss_train1_mb, costs.rss_train_mb = a["rss_mb"] - open1, b["rss_mb"] - open2
+    return costs
+
+
+def merge(runs: List[Run]) -> Run:
+    """One run from repeats of the same configuration: stage seconds and batches summed per rank (so per-batch
+    means weigh every batch alike), peak RSS the largest, the start-up cost the mean."""
+    ranks = []
+    for i in range(len(runs[0].record["ranks"])):
+        entries = [r.record["ranks"][i] for r in runs]
+        merged = {k: sum(e[k] for e in entries) for k, v in entries[0].items() if isinstance(v, (int, float))}
+        merged["peak_rss_mb"] = max(e.get("peak_rss_mb", 0.0) for e in entries)
+        ranks.append(merged)
+    record = {"wall_s": sum(r.record["wall_s"] for r in runs), "ranks": ranks}
+    return Run(runs[0].ranks, runs[0].threads, record, runs[-1].facts, sum(r.seconds for r in runs),
+               runs[0].link_gbps, sum(r.cold_s for r in runs) / len(runs))
+
+
+def calibrate(folders: Dict[int, Path], counts: Dict[int, Counts], work: Path, job_args: List[str], steps: int,
+              cores: int, say=print, warmup: int = 5, repeats: int = 2) -> Costs:
+    """Runs the three calibration runs (module docstring) ``repeats`` times, interleaved (this kind of machine
+    drifts over minutes), and fits :class:`~.model.Costs` to their merged batches."""
+    runs: Dict[str, List[Run]] = {"1x1": [], "1x2": [], "2x1": []}
+    for _ in range(repeats):
+        for name, ranks, threads in (("1x1", 1, 1), ("1x2", 1, 2), ("2x1", 2, 1)):
+            if threads > cores:
+                continue
+            t = time.perf_counter()
+            runs[name].append(run_job(folders[ranks], ranks, threads, work / f"cal_{name}_{len(runs[name])}.jsonl",
+                                      job_args, steps=steps, warmup=warmup))
+            say(f"calibration run {ranks} rank(s) x {threads} thread(s): {time.perf_counter() - t:.1f} s")
+    one_two = merge(runs["1x2"]) if runs["1x2"] else None
+    return fit(merge(runs["1x1"]), one_two, merge(runs["2x1"]), counts[1], counts[2], folder_bytes(folders[1]))
+
+
+__all__ = ["JobFailedError", "Run", "run_job", "folder_bytes", "fit", "merge", "calibrate"]

@@ -1,0 +1,164 @@
+r"""The planner's training job: GraphSAGE node classification over a partition folder, timed by the epoch clock.
+
+It is the job the planner calibrates on (a few steps) and checks against (whole epochs): the product's own
+loader (:class:`~pyg_dist.DistNeighborLoader`, ``seed_split="balanced"``), PyG's ``GraphSAGE`` under DDP (each
+layer trimmed to the hops it still needs), Adam, cross-entropy on the seeds;
+:class:`~pyg_dist.train.stages.EpochClock` appends one JSON line per epoch (every rank's stage seconds and peak
+RSS) to ``--record``. Launch it as any pyg_dist job::
+
+    python -m torch.distributed.run --standalone --nproc-per-node 2 -m pyg_dist.plan.job \
+        --partition-dir /tmp/parts-2 --record /tmp/stages.jsonl --warmup-steps 5 --max-steps 20
+
+``--link-gbps G`` makes every rank's one-hop and feature replies wait for their bytes to cross an emulated
+G Gb/s link (:mod:`pyg_dist.testing.link`): a network's cost on one machine.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import time
+from typing import List, Optional, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from pyg_dist.errors import InvalidArgumentError
+
+
+def fanouts(text: str) -> List[int]:
+    """``"15,10,5"`` -> ``[15, 10, 5]`` (argparse type)."""
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"fanouts must be comma-separated integers, got {text!r}") from None
+    if not values or any(v == 0 or v < -1 for v in values):
+        raise argparse.ArgumentTypeError(f"fanouts must be positive integers (or -1), got {text!r}")
+    return values
+
+
+def parser() -> argparse.ArgumentParser:
+    """The job's command line."""
+    p = argparse.ArgumentParser(prog="python -m pyg_dist.plan.job", description=__doc__.split("\n\n")[0])
+    p.add_argument("--partition-dir", required=True)
+    p.add_argument("--record", default=None, help="rank 0 appends one JSON line per epoch here")
+    p.add_argument("--num-neighbors", type=fanouts, default=[15, 10, 5])
+    p.add_argument("--batch-size", type=int, default=1024)
+    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--max-steps", type=int, default=0, help="batches per epoch (0: the whole epoch)")
+    p.add_argument("--warmup-steps", type=int, default=0,
+                   help="first an epoch of this many batches (recorded first: the start-up's cost)")
+    p.add_argument("--link-gbps", type=float, default=None, help="emulate a link of this rate (replies wait)")
+    p.add_argument("--seed", type=int, default=0)
+    return p
+
+
+def _emulate_link(gbps: float) -> None:
+    from pyg_dist.sampler.messages import ONE_HOP_OP
+    from pyg_dist.store.lookup import LOOKUP_OP
+    from pyg_dist.testing.link import EmulatedLink, throttle_callees
+    throttle_callees(EmulatedLink(gbps), [ONE_HOP_OP, LOOKUP_OP])
+
+
+ECHO_OP = "plan_echo"
+
+
+def call_latency(env, calls: int = 100) -> float:
+    """Seconds of one empty call from rank 0 to partition 1, median of ``calls`` (0.0 with one partition);
+    every rank calls this (the others wait in a barrier)."""
+    import torch.distributed as dist
+
+    from pyg_dist.rpc import call
+    spent = []
+    if env.rank == 0 and env.graph_store.partition_meta.num_parts > 1:
+        for _ in range(calls):
+            t = time.perf_counter()
+            call(1, ECHO_OP, None)
+            spent.append(time.perf_counter() - t)
+    if env.world_size > 1:
+        dist.barrier()
+    return sorted(spent)[len(spent) // 2] if spent else 0.0
+
+
+def _write_facts(env, args, loader, model, latency: float, open_rss: float) -> None:
+    """Rank 0 writes ``<record>.job.json``: what the planner reads besides the stage lines (collective)."""
+    from pyg_dist.train.session import all_sum
+    mask = env.feature_store.get_tensor(group_name=None, attr_name="train_mask")
+    mine = [0.0] * (env.world_size + 1)
+    mine[0], mine[1 + env.rank] = float(mask.sum()), open_rss
+    summed = all_sum(mine, env).tolist()
+    seeds, rss = int(summed[0]), summed[1:]
+    if env.rank != 0 or args.record is None:
+        return
+    x = env.feature_store.get_tensor(group_name=None, attr_name="x")
+    facts = {"world_size": env.world_size, "batches_per_epoch": len(loader), "batch_size": args.batch_size,
+             "params": sum(p.numel() for p in model.parameters()), "feature_dim": int(x.shape[-1]),
+             "row_bytes": int(x.shape[-1]) * x.element_size(),
+             "call_latency_s": latency, "train_seeds": seeds,
+             "open_rss_mb": rss}
+    with open(f"{args.record}.job.json", "w") as f:
+        json.dump(facts, f)
+
+
+def _train(model, loader, optimizer, steps: int) -> None:
+    """``steps`` batches of GraphSAGE training; trimmed per layer (PyG's ``num_sampled_*_per_hop``)."""
+    for batch in itertools.islice(loader, steps):
+        optimizer.zero_grad()
+        x = batch.x if batch.x.dtype == torch.float32 else batch.x.float()  # bf16 / int8-stored folders
+        out = model(x, batch.edge_index, num_sampled_nodes_per_hop=batch.num_sampled_nodes,
+                    num_sampled_edges_per_hop=batch.num_sampled_edges)[:batch.batch_size]
+        F.cross_entropy(out, batch.y[:batch.batch_size]).backward()
+        optimizer.step()
+
+
+def _check_args(args) -> None:
+    values = (args.batch_size, args.epochs, args.hidden)
+    if min(values) < 1 or min(args.max_steps, args.warmup_steps) < 0:
+        raise InvalidArgumentError("pyg_dist.plan.job", "--batch-size/--epochs/--hidden/--max-steps/--warmup-steps",
+                                   (*values, args.max_steps, args.warmup_steps),
+                                   "positive integers (--max-steps, --warmup-steps >= 0)")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> float:
+    """Trains ``--epochs`` epochs (after a ``--warmup-steps`` one); returns the last epoch's slowest-rank wall."""
+    from torch_geometric.nn import GraphSAGE
+
+    from pyg_dist import DistNeighborLoader, TrainConfig, dist_session, wrap_ddp
+    from pyg_dist.ops import warmup
+    from pyg_dist.rpc import register_callee
+    from pyg_dist.train.stages import EpochClock, current_rss_mb
+
+    args = parser().parse_args(argv)
+    _check_args(args)
+    warmup()
+    torch.manual_seed(args.seed)
+    register_callee(ECHO_OP, lambda msg: msg, replace=True)  # before the session: peers may call at once
+    with dist_session(TrainConfig(args.partition_dir)) as env:
+        if args.link_gbps:
+            _emulate_link(args.link_gbps)
+        loader = DistNeighborLoader(env, args.num_neighbors, input_nodes="train_mask", batch_size=args.batch_size,
+                                    shuffle=True, seed_split="balanced", shuffle_seed=args.seed, seed=args.seed)
+        model = wrap_ddp(GraphSAGE(env.num_features(None), args.hidden, len(args.num_neighbors),
+                                   env.num_classes(None)), env)
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+        open_rss = current_rss_mb()  # the partition, the loader and the model, before the first batch
+        clock = EpochClock(env, loader, args.record)
+        steps = min(len(loader), args.max_steps) if args.max_steps else len(loader)
+        epochs = ([min(args.warmup_steps, len(loader))] if args.warmup_steps else []) + [steps] * args.epochs
+        wall = 0.0
+        try:
+            for epoch, n in enumerate(epochs):
+                clock.start()
+                _train(model, loader, optimizer, n)
+                wall = max(clock.stop(epoch).walls)
+            _write_facts(env, args, loader, model, call_latency(env), open_rss)
+        finally:
+            loader.shutdown()
+    return wall
+
+
+if __name__ == "__main__":
+    from pyg_dist.train.entry import run_main
+    run_main(main, sys.argv[1:])

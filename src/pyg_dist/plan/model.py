@@ -1,0 +1,187 @@
+"""The planner's cost model: per-batch stage seconds and epoch seconds for N ranks, from calibrated unit costs.
+
+Per batch of one rank, ``N`` ranks on ``M`` machines of ``c`` cores (``r = N / M`` ranks a machine, ``t =
+max(1, c // r)`` threads a rank), with the replayed counts of that ``N``
+(:mod:`.replay`: ``E`` sampled edges, ``E_rem`` of them sampled by another rank, ``R`` rows, ``R_rem`` owned
+elsewhere, ``calls`` to other ranks) and calibrated one-thread unit costs::
+
+    sample   = (u_edge * E + h_edge * E_rem + lat * hop_calls) * A_sample(t) + wire(16 B * E_rem)
+    rows     = (u_row * R + h_row * R_rem + lat * row_calls) * A_rows(t) + wire(row_bytes * R_rem)
+    assemble = u_asm * R * A_asm(t)
+    step     = u_step * R * A_step(t) + ddp(N) + allreduce(M)    # ddp: the same-machine DDP cost at 2 ranks
+    alone    = sample + rows + assemble + step + u_other         # a batch when the rank has its cores
+    waits    = ddp + allreduce + wire(...) + lat * calls            # the part of `alone` that is not CPU
+    batch    = max(alone, r * (alone - waits) / c)  when r > c     (the ranks' CPU shared by the cores)
+    epoch    = ceil(train_seeds / N / batch_size) * batch + epoch_other   (+ cold_s: the first epoch's start)
+    wire(b)  = r * b / link_bytes_per_s   (M > 1, or an emulated link; 0 on loopback)
+    A(t)     = phi + (1 - phi) / t        (Amdahl; phi from the 1-rank run at 1 and at 2 threads)
+    rss      = rss_base + rss_per_byte * (node_bytes * max_nodes_frac + edge_bytes * max_edges_frac)   (at the
+               first batch: the partition as loaded) + rss_train (the peak's growth while training; 1 rank: its own)
+
+Every unit cost is measured (:mod:`.calibrate`); the one-thread costs at one rank, the remote surcharges
+(``h_edge``, ``h_row``) and ``ddp`` at two ranks, ``lat`` by timed empty calls between them.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, replace
+from typing import Dict, List, Optional
+
+from pyg_dist.errors import InvalidArgumentError
+from pyg_dist.plan.replay import Counts
+
+STAGES = ("sample", "rows", "assemble", "step", "other")
+
+
+@dataclass
+class Costs:
+    """Calibrated unit costs (seconds, one thread, one rank per core; see the module docstring): ``u_edge`` per
+    sampled edge, ``u_row`` / ``u_asm`` / ``u_step`` per row of the batch, ``u_other`` per batch."""
+    u_edge: float
+    u_row: float
+    u_asm: float
+    u_step: float
+    u_other: float
+    h_edge: float = 0.0
+    h_row: float = 0.0
+    lat: float = 0.0
+    ddp: float = 0.0
+    phi: Dict[str, float] = field(default_factory=lambda: {s: 1.0 for s in ("sample", "rows", "assemble", "step")})
+    epoch_other: float = 0.0
+    cold_s: float = 0.0
+    row_bytes: int = 0
+    train_seeds: int = 0
+    params: int = 0
+    rss_base_mb: float = 0.0
+    rss_per_byte: float = 1.0
+    rss_train1_mb: float = 0.0  # the peak's growth over the RSS at the first batch: 1 rank, and more ranks
+    rss_train_mb: float = 0.0
+    node_bytes: int = 0
+    edge_bytes: int = 0
+    graph_nodes: int = 0  # the graph these costs were measured on (its node and edge counts)
+    graph_edges: int = 0
+
+    def for_graph(self, nodes: int, edges: int, train_seeds: Optional[int] = None) -> "Costs":
+        """These costs for another graph of the same kind: partition bytes scaled by the node and edge counts,
+        the training seeds ``train_seeds`` (default: scaled by the node count); unit costs as they are."""
+        if not self.graph_nodes or (nodes, edges) == (self.graph_nodes, self.graph_edges):
+            return self
+        fn, fe = nodes / self.graph_nodes, edges / max(self.graph_edges, 1)
+        seeds = round(self.train_seeds * fn) if train_seeds is None else train_seeds
+        return replace(self, node_bytes=round(self.node_bytes * fn), edge_bytes=round(self.edge_bytes * fe),
+                       train_seeds=seeds, graph_nodes=nodes, graph_edges=edges)
+
+    def as_dict(self) -> dict:
+        """The costs as plain values (``costs.json``; ``Costs(**d)`` reads them back)."""
+        return asdict(self)
+
+
+@dataclass
+class Machines:
+    """What the plan is for: ``ranks`` processes on ``machines`` machines of ``cores`` cores each, joined by a
+    ``link_gbps`` network (``None``: loopback, one machine); ``emulated``: the link is one emulated NIC per rank
+    on this machine (:mod:`pyg_dist.testing.link`, the ``--check`` rows), not one NIC a machine."""
+    ranks: int
+    machines: int = 1
+    cores: int = 1
+    link_gbps: Optional[float] = None
+    emulated: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("ranks", "machines", "cores"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InvalidArgumentError("Machines", name, v, "an int >= 1")
+        if self.ranks % self.machines:
+            raise InvalidArgumentError("Machines", "ranks", self.ranks, f"a multiple of machines={self.machines}")
+        if self.link_gbps is not None and not self.link_gbps > 0:
+            raise InvalidArgumentError("Machines", "link_gbps", self.link_gbps, "None or > 0")
+
+    @property
+    def per_machine(self) -> int:
+        return self.ranks // self.machines
+
+    @property
+    def threads(self) -> int:
+        return max(1, self.cores // self.per_machine)
+
+
+@dataclass
+class Prediction:
+    """One row of the plan."""
+    ranks: int
+    machines: int
+    threads: int
+    batches: int
+    ms: Dict[str, float]
+    epoch_s: float
+    bound: str
+    rss_mb: float
+    speedup: float = 1.0
+
+    def as_dict(self) -> dict:
+        """The row as plain values (``--json``)."""
+        return asdict(self)
+
+
+def amdahl(phi: float, threads: int) -> float:
+    """The time with ``threads`` threads over the time with one, for serial fraction ``phi``."""
+    return phi + (1.0 - phi) / threads
+
+
+def predict(costs: Costs, counts: Counts, m: Machines, batch_size: int) -> Prediction:
+    """The predicted stage split, epoch seconds and RSS of one rank (module docstring)."""
+    if counts.num_parts != m.ranks:
+        raise InvalidArgumentError("predict", "counts", counts.num_parts, f"counts replayed for {m.ranks} parts")
+    t = m.threads
+    networked = m.link_gbps is not None and (m.machines > 1 or m.emulated)
+    wire = ((1 if m.emulated else m.per_machine) / (m.link_gbps * 1e9 / 8)) if networked else 0.0
+    e_rem, r_rem = counts.edges * counts.remote_edge_frac, counts.rows * counts.remote_row_frac
+    a = {s: amdahl(costs.phi.get(s, 1.0), t) for s in ("sample", "rows", "assemble", "step")}
+    s = {
+        "sample": (costs.u_edge * counts.edges + costs.h_edge * e_rem + costs.lat * counts.hop_calls)
+        * a["sample"] + wire * 16 * e_rem,
+        "rows": (costs.u_row * counts.rows + costs.h_row * r_rem + costs.lat * counts.row_calls) * a["rows"]
+        + wire * costs.row_bytes * r_rem,
+        "assemble": costs.u_asm * counts.rows * a["assemble"],
+        "step": costs.u_step * counts.rows * a["step"] + (costs.ddp if m.ranks > 1 else 0.0) + _allreduce(costs, m),
+        "other": costs.u_other,
+    }
+    waits = (costs.ddp if m.ranks > 1 else 0.0) + _allreduce(costs, m) + wire * (16 * e_rem + costs.row_bytes * r_rem) \
+        + costs.lat * (counts.hop_calls * a["sample"] + counts.row_calls * a["rows"])
+    slow = _shared_cores(m, sum(s.values()), waits)
+    s = {n: v * slow for n, v in s.items()}
+    batches = max(1, math.ceil(costs.train_seeds / m.ranks / batch_size))
+    epoch = batches * sum(s.values()) + costs.epoch_other
+    part = costs.node_bytes * counts.max_nodes_frac + costs.edge_bytes * counts.max_edges_frac
+    rss = costs.rss_base_mb + costs.rss_per_byte * part / 2**20 + (costs.rss_train1_mb if m.ranks == 1
+                                                                    else costs.rss_train_mb)
+    return Prediction(m.ranks, m.machines, t, batches, {n: round(v * 1e3, 2) for n, v in s.items()},
+                      epoch, max(s, key=lambda n: s[n]), rss)
+
+
+def _shared_cores(m: Machines, alone: float, waits: float) -> float:
+    """How much slower a batch gets when a machine runs more ranks than it has cores: the ranks' CPU seconds
+    (the batch alone less its waits: DDP's wait for the slowest rank, calls, wire) shared by the cores, when
+    that exceeds the batch alone (a rank waiting leaves its core to the others)."""
+    if m.per_machine <= m.cores or alone <= 0:
+        return 1.0
+    return max(1.0, m.per_machine * max(alone - waits, 0.0) / m.cores / alone)
+
+
+def _allreduce(costs: Costs, m: Machines) -> float:
+    """A ring all-reduce of the float32 gradients between machines (none on one machine)."""
+    if m.machines == 1 or m.link_gbps is None or m.emulated:
+        return 0.0
+    return 2 * (m.machines - 1) / m.machines * costs.params * 4 / (m.link_gbps * 1e9 / 8)
+
+
+def with_speedups(rows: List[Prediction]) -> List[Prediction]:
+    """Sets each row's speed-up over the 1-rank row (the first row with ``ranks == 1``, else the first)."""
+    base = next((r for r in rows if r.ranks == 1), rows[0] if rows else None)
+    for r in rows:
+        r.speedup = base.epoch_s / r.epoch_s if base and r.epoch_s > 0 else 1.0
+    return rows
+
+
+__all__ = ["Costs", "Machines", "Prediction", "STAGES", "amdahl", "predict", "with_speedups"]

@@ -1,0 +1,63 @@
+"""``pyg-dist-plan`` end to end at a tiny scale: calibration runs, the plan table, JSON, chart, and ``--check``
+running the real job (its batch counts are the predicted ones; its seconds are compared, not asserted)."""
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("matplotlib")
+
+SMALL = ["--dataset", "synthetic", "--num-neighbors", "4,3", "--batch-size", "64", "--hidden", "16",
+         "--replay-batches", "4", "--machines", "1", "2", "4", "--cores", "8"]
+
+
+def _plan(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "pyg_dist.plan.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.mark.timeout(900)
+def test_plan_calibrates_predicts_and_checks(tmp_path):
+    work, out, png = tmp_path / "work", tmp_path / "plan.json", tmp_path / "plan.png"
+    proc = _plan(*SMALL, "--work", str(work), "--steps", "3", "--check", "--check-ranks", "2",
+                 "--json", str(out), "--chart", str(png))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "| machines | ranks |" in proc.stdout and "| ranks here | link |" in proc.stdout
+    doc = json.loads(out.read_text())
+    assert [r["machines"] for r in doc["rows"]] == [1, 2, 4]
+    assert doc["rows"][0]["speedup"] == 1.0 and all(r["epoch_s"] > 0 for r in doc["rows"])
+    seeds = doc["costs"]["train_seeds"]
+    assert seeds > 0 and doc["rows"][0]["batches"] == math.ceil(seeds / 64)
+    checked = {(r["ranks"], r["link_gbps"]) for r in doc["check"]}
+    assert checked == {(1, None), (2, None), (2, 1.0), (2, 10.0)}
+    for r in doc["check"]:
+        assert r["batches"] == math.ceil(seeds / r["ranks"] / 64)  # the job ran the epoch the plan predicted
+        assert r["measured_s"] > 0 and r["predicted_s"] > 0 and r["measured_rss_mb"] > 0
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert (work / "costs.json").exists()
+
+    again = _plan(*SMALL, "--work", str(work), "--costs", str(work / "costs.json"), "--json", "-", timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "calibration run" not in again.stderr  # the costs were reused, nothing ran
+    reused = json.loads(again.stdout[again.stdout.index("{"):])
+    assert [r["epoch_s"] for r in reused["rows"]] == pytest.approx([r["epoch_s"] for r in doc["rows"]], rel=1e-9)
+
+
+@pytest.mark.parametrize("args, named", [(["--machines", "0"], "--machines"),
+                                         (["--batch-size", "0"], "--batch-size"),
+                                         (["--link-gbps", "-1"], "--link-gbps"),
+                                         (["--check", "--check-rows", "2@x"], "--check-rows"),
+                                         (["--check", "--check-rows", "0"], "--check-rows")])
+def test_plan_names_the_bad_argument(tmp_path, args, named):
+    proc = _plan(*SMALL, "--work", str(tmp_path), *args, timeout=120)
+    assert proc.returncode == 2 and named in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_plan_names_an_unreadable_graph_or_costs_file(tmp_path):
+    proc = _plan("--graph", str(tmp_path / "missing.pt"), "--work", str(tmp_path), timeout=120)
+    assert proc.returncode == 2 and "--graph" in proc.stderr and "Traceback" not in proc.stderr
+    (tmp_path / "bad.json").write_text("{")
+    proc = _plan(*SMALL, "--work", str(tmp_path), "--costs", str(tmp_path / "bad.json"), timeout=120)
+    assert proc.returncode == 2 and "--costs" in proc.stderr and "Traceback" not in proc.stderr

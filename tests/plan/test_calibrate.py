@@ -1,0 +1,89 @@
+"""Calibration's fit: runs built from known unit costs give those costs back, and the fitted model reproduces
+the runs it was fitted on."""
+import pytest
+
+from pyg_dist.plan.calibrate import Run, fit, folder_bytes, merge
+from pyg_dist.plan.model import Machines, predict
+from pyg_dist.plan.replay import Counts
+
+TRUE = dict(u_edge=2e-6, u_row=1.5e-6, u_asm=2e-7, u_step=2e-6, u_other=0.004, h_edge=5e-6, h_row=3e-6,
+            lat=6e-4, ddp=0.01)
+C1 = Counts(1, 100_000, 40_000, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0)
+C2 = Counts(2, 100_000, 40_000, 0.2, 0.3, 3.0, 1.0, 0.5, 0.55)
+SIZES = {"node_bytes": 800 * 2**20, "edge_bytes": 400 * 2**20}
+
+
+def _rank(per_batch, batches=20, other=0.2, rss=0.0):
+    s, r, a, st, o = (per_batch[k] for k in ("sample", "rows", "assemble", "step", "other"))
+    return {"batches": batches, "sample_local": 0.7 * s * batches, "sample_remote": 0.3 * s * batches,
+            "rows_local": 0.6 * r * batches, "rows_remote": 0.4 * r * batches, "assemble": a * batches,
+            "step": st * batches, "wait": (s + r + a + o) * batches, "other": other, "peak_rss_mb": rss}
+
+
+def _run(ranks, threads, per_batch, rss, facts=None, speed=1.0):
+    per_batch = {k: v * speed for k, v in per_batch.items()}
+    record = {"wall_s": 10.0, "ranks": [_rank(per_batch, rss=rss) for _ in range(ranks)]}
+    return Run(ranks, threads, record, facts or {}, 1.0)
+
+
+def _runs():
+    t = TRUE
+    one = {"sample": t["u_edge"] * C1.edges, "rows": t["u_row"] * C1.rows, "assemble": t["u_asm"] * C1.rows,
+           "step": t["u_step"] * C1.rows, "other": t["u_other"]}
+    e_rem, r_rem = C2.edges * C2.remote_edge_frac, C2.rows * C2.remote_row_frac
+    two = dict(one, sample=one["sample"] + t["h_edge"] * e_rem + t["lat"] * C2.hop_calls,
+               rows=one["rows"] + t["h_row"] * r_rem + t["lat"] * C2.row_calls,
+               step=t["u_step"] * C2.rows + t["ddp"])
+    p1 = SIZES["node_bytes"] + SIZES["edge_bytes"]
+    p2 = SIZES["node_bytes"] * 0.5 + SIZES["edge_bytes"] * 0.55
+    opened = lambda p: 350.0 + 1.2 * p / 2**20  # noqa: E731 - the RSS at the first batch
+    facts = {"feature_dim": 100, "row_bytes": 400, "params": 12345, "train_seeds": 40_960, "call_latency_s": t["lat"]}
+    f1, f2 = dict(facts, open_rss_mb=[opened(p1)]), dict(facts, world_size=2, open_rss_mb=[opened(p2), 10.0])
+    return (_run(1, 1, one, opened(p1) + 700, f1), _run(1, 2, one, opened(p1) + 700, f1, speed=0.8),
+            _run(2, 1, two, opened(p2) + 450, f2))
+
+
+def test_fit_recovers_the_unit_costs():
+    one, one_two, two = _runs()
+    costs = fit(one, one_two, two, C1, C2, SIZES)
+    for name, value in TRUE.items():
+        assert getattr(costs, name) == pytest.approx(value, rel=1e-9), name
+    assert costs.phi == pytest.approx({s: 0.6 for s in ("sample", "rows", "assemble", "step")})  # 0.8 = phi + (1-phi)/2
+    assert costs.rss_per_byte == pytest.approx(1.2) and costs.rss_base_mb == pytest.approx(350.0)
+    assert (costs.rss_train1_mb, costs.rss_train_mb) == pytest.approx((700.0, 450.0))
+    assert (costs.row_bytes, costs.params, costs.train_seeds, costs.epoch_other) == (400, 12345, 40_960, 0.2)
+
+
+def test_the_fitted_model_reproduces_its_calibration_runs():
+    one, one_two, two = _runs()
+    costs = fit(one, one_two, two, C1, C2, SIZES)
+    for run, counts in ((one, C1), (two, C2)):
+        p = predict(costs, counts, Machines(run.ranks, cores=run.ranks), batch_size=1024)
+        measured = sum(run.per_batch()[k] for k in ("sample", "rows", "assemble", "step", "other"))
+        assert sum(p.ms.values()) / 1e3 == pytest.approx(measured, rel=1e-9)
+        assert p.rss_mb == pytest.approx(run.per_batch()["rss_mb"])
+
+
+def test_without_a_two_thread_run_threads_do_not_help():
+    one, _, two = _runs()
+    assert fit(one, None, two, C1, C2, SIZES).phi == {s: 1.0 for s in ("sample", "rows", "assemble", "step")}
+
+
+def test_folder_bytes_splits_node_and_edge_files(tmp_path):
+    part = tmp_path / "part_0"
+    part.mkdir()
+    (part / "graph.pt").write_bytes(b"x" * 100)
+    (part / "edge_feats.pt").write_bytes(b"x" * 10)
+    (part / "node_feats.pt").write_bytes(b"x" * 1000)
+    assert folder_bytes(tmp_path) == {"node_bytes": 1000, "edge_bytes": 110}
+    with pytest.raises(Exception, match="folder"):
+        folder_bytes(tmp_path / "nope")
+
+
+def test_merged_repeats_weigh_every_batch_alike():
+    one, _, _ = _runs()
+    slow = _run(1, 1, {k: v * 3 for k, v in one.per_batch().items() if k != "rss_mb"}, 5000.0)
+    merged = merge([one, slow])
+    assert merged.record["ranks"][0]["batches"] == 40
+    assert merged.per_batch()["step"] == pytest.approx(2 * one.per_batch()["step"])  # (1 + 3) / 2
+    assert merged.per_batch()["rss_mb"] == 5000.0

@@ -1,0 +1,110 @@
+"""The planner's cost model against numbers worked out by hand from its docstring's formulas."""
+import math
+
+import pytest
+
+from pyg_dist.errors import InvalidArgumentError
+from pyg_dist.plan.model import Costs, Machines, amdahl, predict, with_speedups
+from pyg_dist.plan.replay import Counts
+
+
+def _costs(**kw):
+    base = dict(u_edge=2e-6, u_row=1e-6, u_asm=1e-7, u_step=1.25e-6, u_other=0.01, h_edge=3e-6, h_row=4e-6,
+                lat=1e-3, ddp=0.02, phi={"sample": 0.5, "rows": 1.0, "assemble": 1.0, "step": 0.2},
+                epoch_other=0.3, row_bytes=400, train_seeds=10_000, params=1_000_000, rss_base_mb=300.0,
+                rss_per_byte=1.5, node_bytes=1000 * 2**20, edge_bytes=500 * 2**20, rss_train1_mb=70.0,
+                rss_train_mb=40.0)
+    base.update(kw)
+    return Costs(**base)
+
+
+def _counts(n, remote_e=0.25, remote_r=0.5, hop_calls=3.0, row_calls=1.0, max_n=0.5, max_e=0.6):
+    return Counts(n, edges=100_000, rows=40_000, remote_edge_frac=remote_e, remote_row_frac=remote_r,
+                  hop_calls=hop_calls, row_calls=row_calls, max_nodes_frac=max_n, max_edges_frac=max_e)
+
+
+def test_one_rank_on_one_core_is_the_sum_of_the_unit_costs():
+    c = _counts(1, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0)
+    p = predict(_costs(), c, Machines(1, cores=1), batch_size=1000)
+    # sample 2e-6*1e5 = 0.2 ; rows 1e-6*4e4 = 0.04 ; assemble 1e-7*4e4 = 0.004 ; step 0.05 ; other 0.01
+    assert p.ms == {"sample": 200.0, "rows": 40.0, "assemble": 4.0, "step": 50.0, "other": 10.0}
+    assert p.batches == 10 and p.threads == 1
+    assert p.epoch_s == pytest.approx(10 * 0.304 + 0.3)
+    assert p.bound == "sample"
+    assert p.rss_mb == pytest.approx(300 + 1.5 * 1500 + 70)
+
+
+def test_two_machines_add_remote_surcharges_wire_and_allreduce():
+    c = _counts(2)
+    m = Machines(2, machines=2, cores=4, link_gbps=8.0)  # 1 GB/s, one rank a machine, 4 threads
+    p = predict(_costs(), c, m, batch_size=1000)
+    e_rem, r_rem = 25_000, 20_000
+    a_s, a_step = amdahl(0.5, 4), amdahl(0.2, 4)
+    sample = (0.2 + 3e-6 * e_rem + 1e-3 * 3) * a_s + 16 * e_rem / 1e9
+    rows = (0.04 + 4e-6 * r_rem + 1e-3 * 1) * 1.0 + 400 * r_rem / 1e9
+    step = 0.05 * a_step + 0.02 + 2 * (1 / 2) * 4e6 / 1e9
+    assert p.ms["sample"] == pytest.approx(sample * 1e3, abs=0.01)
+    assert p.ms["rows"] == pytest.approx(rows * 1e3, abs=0.01)
+    assert p.ms["step"] == pytest.approx(step * 1e3, abs=0.01)
+    assert p.batches == 5 and p.threads == 4
+    assert p.epoch_s == pytest.approx(5 * (sample + rows + 0.004 + step + 0.01) + 0.3, rel=1e-3)
+    assert p.rss_mb == pytest.approx(300 + 1.5 * (1000 * 0.5 + 500 * 0.6) + 40)
+
+
+def test_more_ranks_than_cores_share_the_cores_cpu_but_not_the_waits():
+    c = _counts(4)
+    costs = _costs()
+    alone = predict(costs, c, Machines(4, cores=4), batch_size=1000)
+    shared = predict(costs, c, Machines(4, cores=2), batch_size=1000)
+    assert Machines(4, cores=2).threads == 1 and alone.threads == 1
+    t_alone = sum(alone.ms.values()) / 1e3
+    waits = 0.02 + 1e-3 * (3 + 1)  # ddp + latency x calls (at 1 thread Amdahl changes nothing)
+    slow = 4 * (t_alone - waits) / 2 / t_alone  # 4 ranks' CPU on 2 cores
+    assert sum(shared.ms.values()) / 1e3 == pytest.approx(t_alone * slow, abs=1e-4)  # ms are rounded
+    assert shared.ms["step"] / alone.ms["step"] == pytest.approx(slow, rel=1e-3)
+    # a rank that mostly waits leaves its core to the others: no slow-down while the CPU fits
+    mostly_waiting = _costs(ddp=10.0)
+    a = predict(mostly_waiting, c, Machines(4, cores=4), batch_size=1000)
+    b = predict(mostly_waiting, c, Machines(4, cores=2), batch_size=1000)
+    assert a.ms == b.ms
+
+
+def test_loopback_has_no_wire_term():
+    c = _counts(2)
+    p = predict(_costs(), c, Machines(2, cores=2), batch_size=1000)
+    assert p.ms["rows"] == pytest.approx((0.04 + 4e-6 * 20_000 + 1e-3) * 1e3, abs=0.01)
+
+
+def test_speedups_are_over_the_one_rank_row():
+    rows = [predict(_costs(), _counts(n, 0.0, 0.0, 0, 0), Machines(n, machines=n, cores=1, link_gbps=10.0), 1000)
+            for n in (1, 2)]
+    with_speedups(rows)
+    assert rows[0].speedup == 1.0
+    assert rows[1].speedup == pytest.approx(rows[0].epoch_s / rows[1].epoch_s)
+    assert rows[1].speedup < 2.0  # ddp and the all-reduce cost something
+
+
+@pytest.mark.parametrize("kw, name", [({"ranks": 0}, "ranks"), ({"ranks": 3, "machines": 2}, "ranks"),
+                                      ({"ranks": 2, "cores": 0}, "cores"), ({"ranks": True}, "ranks"),
+                                      ({"ranks": 1, "link_gbps": 0.0}, "link_gbps")])
+def test_machines_refuse_what_cannot_be(kw, name):
+    with pytest.raises(InvalidArgumentError, match=name):
+        Machines(**kw)
+
+
+def test_counts_must_be_for_the_planned_rank_count():
+    with pytest.raises(InvalidArgumentError, match="counts"):
+        predict(_costs(), _counts(2), Machines(4), batch_size=10)
+
+
+def test_amdahl():
+    assert amdahl(1.0, 8) == 1.0 and amdahl(0.0, 8) == 0.125 and math.isclose(amdahl(0.5, 2), 0.75)
+
+
+def test_costs_for_another_graph_scale_bytes_and_seeds_not_unit_costs():
+    c = _costs(graph_nodes=1000, graph_edges=10_000)
+    big = c.for_graph(4000, 20_000)
+    assert (big.node_bytes, big.edge_bytes, big.train_seeds) == (4 * c.node_bytes, 2 * c.edge_bytes, 40_000)
+    assert (big.u_edge, big.u_row, big.u_step, big.lat) == (c.u_edge, c.u_row, c.u_step, c.lat)
+    assert c.for_graph(4000, 20_000, train_seeds=123).train_seeds == 123
+    assert c.for_graph(1000, 10_000) is c and _costs().for_graph(5, 5) == _costs()  # same graph / unknown one

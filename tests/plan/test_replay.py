@@ -1,0 +1,93 @@
+"""The planner's replay against PyG's k_hop_subgraph and counts worked out by breadth-first search."""
+import pytest
+import torch
+from torch_geometric.utils import k_hop_subgraph, to_undirected
+
+from pyg_dist.errors import InvalidArgumentError
+from pyg_dist.plan.replay import Graph, assign, replay
+
+
+def _graph(n=60, extra=90, seed=3):
+    gen = torch.Generator().manual_seed(seed)
+    ring = torch.stack([torch.arange(n), (torch.arange(n) + 1) % n])
+    rnd = torch.randint(0, n, (2, extra), generator=gen)
+    rnd = rnd[:, rnd[0] != rnd[1]]
+    ei = to_undirected(torch.cat([ring, rnd], 1), num_nodes=n)
+    rowptr = torch.zeros(n + 1, dtype=torch.long)
+    rowptr[1:] = torch.cumsum(torch.bincount(ei[0], minlength=n), 0)
+    return Graph(rowptr, ei[1]), ei
+
+
+def _bfs(graph, seeds, hops, owner, part):
+    """Every neighbour taken: per hop the frontier = nodes first reached in the hop before."""
+    reached, frontier = set(seeds), list(seeds)
+    edges = remote_edges = hop_calls = 0
+    for _ in range(hops):
+        nxt, calls = set(), set()
+        for v in frontier:
+            nbrs = graph.col[graph.rowptr[v]:graph.rowptr[v + 1]].tolist()
+            edges += len(nbrs)
+            if owner[v] != part:
+                remote_edges += len(nbrs)
+                calls.add(int(owner[v]))
+            nxt |= {u for u in nbrs if u not in reached}
+        hop_calls += len(calls)
+        reached |= nxt
+        frontier = sorted(nxt)
+    remote_rows = [v for v in reached if owner[v] != part]
+    return edges, len(reached), remote_edges, len(remote_rows), hop_calls, len({int(owner[v]) for v in remote_rows})
+
+
+def test_one_part_reaches_exactly_the_k_hop_subgraph():
+    graph, ei = _graph()
+    owner = torch.zeros(60, dtype=torch.long)
+    c = replay(graph, owner, [-1, -1], batch_size=3, batches=1, seed=5)
+    gen = torch.Generator().manual_seed(5)  # the seeds replay drew: its first draw of this generator
+    seeds = torch.arange(60)[torch.randperm(60, generator=gen)[:3]]
+    subset = k_hop_subgraph(seeds, 2, ei, num_nodes=60)[0]
+    assert c.rows == subset.numel()
+    assert c.remote_edge_frac == 0.0 and c.remote_row_frac == 0.0 and c.hop_calls == 0
+
+
+def test_two_parts_count_what_another_part_owns():
+    graph, _ = _graph()
+    owner = (torch.arange(60) >= 30).long()
+    c = replay(graph, owner, [-1, -1, -1], batch_size=4, batches=2, seed=7)
+    gen = torch.Generator().manual_seed(7)
+    want = []
+    for part in (0, 1):
+        pool = (owner == part).nonzero().flatten()
+        seeds = pool[torch.randperm(pool.numel(), generator=gen)[:4]].tolist()
+        torch.randint(0, 2**31, (3,), generator=gen)  # the hop keys replay drew after the seeds
+        want.append(_bfs(graph, seeds, 3, owner, part))
+    mean = [sum(w[i] for w in want) / 2 for i in range(6)]
+    assert c.edges == mean[0] and c.rows == mean[1]
+    assert c.remote_edge_frac == pytest.approx(mean[2] / mean[0])
+    assert c.remote_row_frac == pytest.approx(mean[3] / mean[1])
+    assert (c.hop_calls, c.row_calls) == (mean[4], mean[5])
+    assert c.max_nodes_frac == 0.5
+
+
+def test_fanouts_bound_the_sampled_edges():
+    graph, _ = _graph()
+    c = replay(graph, torch.zeros(60, dtype=torch.long), [2, 2], batch_size=5, batches=4)
+    assert 0 < c.edges <= 5 * 2 + 5 * 2 * 2
+
+
+def test_assign_shapes_and_errors():
+    graph, _ = _graph()
+    for method in ("metis", "random"):
+        owner = assign(graph, 4, method)
+        assert owner.shape == (60,) and set(owner.tolist()) == {0, 1, 2, 3}
+    assert assign(graph, 1).eq(0).all()
+    with pytest.raises(InvalidArgumentError, match="method"):
+        assign(graph, 2, "fennel")
+    with pytest.raises(InvalidArgumentError, match="num_parts"):
+        assign(graph, 0)
+
+
+def test_no_seed_to_draw_is_an_error():
+    graph, _ = _graph()
+    empty = Graph(graph.rowptr, graph.col, torch.zeros(60, dtype=torch.bool))
+    with pytest.raises(InvalidArgumentError, match="seed"):
+        replay(empty, torch.zeros(60, dtype=torch.long), [2], batch_size=4)
