@@ -16,6 +16,7 @@ TARGET_SCALE=${TARGET_SCALE:-0.25}
 TARGET_ROOT=${TARGET_ROOT:-$WORK/target}
 CHECK_STEPS=${CHECK_STEPS:-8}
 CHECK_WARMUP=${CHECK_WARMUP:-2}
+CALIBRATION=(--steps "${CAL_STEPS:-10}" --warmup "${CAL_WARMUP:-3}" --repeats "${CAL_REPEATS:-1}")
 JOB=(--num-neighbors 15,10,5 --batch-size 1024 --hidden 256)
 mkdir -p "$WORK/cal" "$WORK/tgt"
 
@@ -33,7 +34,7 @@ if [ -n "${TARGET_PARTS:-}" ]; then ln -sfn "$TARGET_PARTS" "$WORK/tgt/parts-2";
 
 echo "== calibration at scale 0.01 =="
 /usr/bin/time -f "calibration: %e s wall, %M KiB peak" pyg-dist-plan --dataset chunked --root "$WORK/small" \
-    --work "$WORK/cal" "${JOB[@]}" --machines 1 2 --cores "$(nproc)" --json "$WORK/cal.json"
+    --work "$WORK/cal" "${JOB[@]}" "${CALIBRATION[@]}" --machines 1 2 --cores "$(nproc)" --json "$WORK/cal.json"
 echo "== scale $TARGET_SCALE from those costs, and the job run there =="
 pyg-dist-plan --dataset chunked --root "$TARGET_ROOT" --work "$WORK/tgt" "${JOB[@]}" --costs "$WORK/cal/costs.json" \
     --machines 2 --ranks-per-machine 1 --cores "$(nproc)" --check --check-rows 2 --check-steps "$CHECK_STEPS" \

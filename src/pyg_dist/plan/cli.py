@@ -182,14 +182,14 @@ def check(args, costs: Costs, counts, cores: int, say) -> List[dict]:
         batches = int(run.record["ranks"][0]["batches"])
         scale = batches / pred.batches  # --check-steps: the epoch predicted for the batches run
         cold = 0.0 if args.check_warmup else costs.cold_s
-        row = {"ranks": ranks, "link_gbps": gbps, "threads": threads, "batches": batches,
-               "predicted_s": (pred.epoch_s - costs.epoch_other) * scale + costs.epoch_other + cold,
-               "measured_s": run.wall_s, "predicted_rss_mb": pred.rss_mb, "measured_rss_mb": run.per_batch()["rss_mb"]}
-        row["error"] = row["predicted_s"] / row["measured_s"] - 1
-        row["rss_error"] = row["predicted_rss_mb"] / max(row["measured_rss_mb"], 1e-9) - 1
+        predicted = (pred.epoch_s - costs.epoch_other) * scale + costs.epoch_other + cold
+        measured, rss = run.wall_s, run.per_batch()["rss_mb"]
+        out.append({"ranks": ranks, "link_gbps": gbps, "threads": threads, "batches": batches,
+                    "predicted_s": predicted, "measured_s": measured, "error": predicted / measured - 1,
+                    "predicted_rss_mb": pred.rss_mb, "measured_rss_mb": rss,
+                    "rss_error": pred.rss_mb / max(rss, 1e-9) - 1})
         say(f"check {ranks} rank(s){'' if gbps is None else f' at {gbps:g} Gb/s'}: predicted "
-            f"{row['predicted_s']:.1f} s, measured {row['measured_s']:.1f} s ({row['error']:+.0%})")
-        out.append(row)
+            f"{predicted:.1f} s, measured {measured:.1f} s ({predicted / measured - 1:+.0%})")
     return out
 
 

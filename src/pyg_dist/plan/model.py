@@ -134,8 +134,9 @@ def predict(costs: Costs, counts: Counts, m: Machines, batch_size: int) -> Predi
     if counts.num_parts != m.ranks:
         raise InvalidArgumentError("predict", "counts", counts.num_parts, f"counts replayed for {m.ranks} parts")
     t = m.threads
-    networked = m.link_gbps is not None and (m.machines > 1 or m.emulated)
-    wire = ((1 if m.emulated else m.per_machine) / (m.link_gbps * 1e9 / 8)) if networked else 0.0
+    wire = 0.0  # seconds per byte on the link, where bytes cross one
+    if m.link_gbps is not None and (m.machines > 1 or m.emulated):
+        wire = (1 if m.emulated else m.per_machine) / (m.link_gbps * 1e9 / 8)
     e_rem, r_rem = counts.edges * counts.remote_edge_frac, counts.rows * counts.remote_row_frac
     a = {s: amdahl(costs.phi.get(s, 1.0), t) for s in ("sample", "rows", "assemble", "step")}
     s = {

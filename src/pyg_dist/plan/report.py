@@ -24,6 +24,9 @@ def run(args, err: IO[str]) -> int:
     parts = ([] if args.costs else [1, 2]) + [n * args.ranks_per_machine for n in args.machines]
     if args.check:
         parts += [r for r, _ in cli.check_rows(args)]
+    written = ([] if args.costs else [1, 2]) + ([r for r, _ in cli.check_rows(args)] if args.check else [])
+    for n in sorted(set(written)):  # first: the replay of a part count that runs uses its folder's partitions
+        cli.folder(args, n, say)
     counts = cli.all_counts(args, graph, parts, say)
     size = (graph.num_nodes, graph.num_edges, graph.num_train if graph.train is not None else None)
     del graph

@@ -61,7 +61,8 @@ class EpochRecord:
         for t in self.ranks:
             total.add(t)
         return {"epoch": self.epoch, "world_size": len(self.ranks), "wall_s": round(max(self.walls), 4),
-                "ranks": [{**self._entry(w, t), **self._extras(i)} for i, (w, t) in enumerate(zip(self.walls, self.ranks))],
+                "ranks": [{**self._entry(w, t), **self._extras(i)}
+                          for i, (w, t) in enumerate(zip(self.walls, self.ranks))],
                 "sum": self._entry(sum(self.walls), total)}
 
     def line(self, rank: Optional[int] = None) -> str:
