@@ -108,3 +108,14 @@ def test_costs_for_another_graph_scale_bytes_and_seeds_not_unit_costs():
     assert (big.u_edge, big.u_row, big.u_step, big.lat) == (c.u_edge, c.u_row, c.u_step, c.lat)
     assert c.for_graph(4000, 20_000, train_seeds=123).train_seeds == 123
     assert c.for_graph(1000, 10_000) is c and _costs().for_graph(5, 5) == _costs()  # same graph / unknown one
+
+
+@pytest.mark.parametrize("change, field", [({"u_edge": -1.0}, "u_edge"), ({"u_row": "fast"}, "u_row"),
+                                           ({"lat": float("nan")}, "lat"), ({"phi": {"step": 1.5}}, "phi"),
+                                           ({"phi": [0.5]}, "phi"), ({"ddp": True}, "ddp"),
+                                           ({"bogus": 1.0}, "--costs")])
+def test_costs_read_back_from_a_file_are_checked(change, field):
+    good = _costs().as_dict()
+    assert Costs.read(good, "--costs") == _costs()
+    with pytest.raises(InvalidArgumentError, match=field.replace("-", r"\-")):
+        Costs.read({**good, **change}, "--costs")

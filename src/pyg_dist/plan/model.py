@@ -24,7 +24,7 @@ Every unit cost is measured (:mod:`.calibrate`); the one-thread costs at one ran
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Dict, List, Optional
 
 from pyg_dist.errors import InvalidArgumentError
@@ -60,6 +60,28 @@ class Costs:
     edge_bytes: int = 0
     graph_nodes: int = 0  # the graph these costs were measured on (its node and edge counts)
     graph_edges: int = 0
+
+    @classmethod
+    def read(cls, data: dict, where: str = "costs") -> "Costs":
+        """Costs from a ``costs.json`` document, every value checked (a finite number >= 0; ``phi`` values in
+        [0, 1]); anything else raises :class:`~pyg_dist.errors.InvalidArgumentError` naming the field."""
+        import math
+        if not isinstance(data, dict):
+            raise InvalidArgumentError("Costs.read", where, type(data).__name__, "a JSON object of costs")
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise InvalidArgumentError("Costs.read", where, unknown, f"only the fields {sorted(names)}")
+        for key, value in data.items():
+            values = value.values() if key == "phi" and isinstance(value, dict) else [value]
+            ok = key != "phi" or isinstance(value, dict)
+            for v in values:
+                ok = ok and not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v >= 0
+                ok = ok and (key != "phi" or v <= 1)
+            if not ok:
+                raise InvalidArgumentError("Costs.read", f"{where}[{key!r}]", value,
+                                           "a finite number >= 0" + (" per stage, at most 1" if key == "phi" else ""))
+        return cls(**data)
 
     def for_graph(self, nodes: int, edges: int, train_seeds: Optional[int] = None) -> "Costs":
         """These costs for another graph of the same kind: partition bytes scaled by the node and edge counts,

@@ -1,13 +1,21 @@
-"""``pyg-dist-plan``'s run: replay, calibrate, predict, print the table (and check, chart, JSON)."""
+"""``pyg-dist-plan``'s run: replay, calibrate, predict, print the table (and check, chart, JSON); :mod:`.cli`
+parses the command line and calls :func:`run`."""
 from __future__ import annotations
 
 import json
 import time
 from pathlib import Path
-from typing import IO, List
+from typing import IO, Dict, List, Optional, Tuple
 
-from pyg_dist.plan import cli
-from pyg_dist.plan.model import STAGES, Prediction
+from pyg_dist.errors import InvalidArgumentError
+from pyg_dist.plan import calibrate as cal
+from pyg_dist.plan.model import STAGES, Costs, Machines, Prediction, predict, with_speedups
+from pyg_dist.plan.replay import Counts, assign, replay
+from pyg_dist.plan.source import folder, folder_owner, load_graph, machine_cores
+
+#: ``--check``'s rows: (ranks, emulated link Gb/s or None); those with more ranks than ``--check-ranks`` allows
+#: are left out.
+CHECK_ROWS = ((1, None), (2, None), (4, None), (2, 1.0), (2, 10.0))
 
 
 def run(args, err: IO[str]) -> int:
@@ -17,36 +25,36 @@ def run(args, err: IO[str]) -> int:
 
     start = time.perf_counter()
     Path(args.work).mkdir(parents=True, exist_ok=True)
-    cores = cli.machine_cores(args.cores)
-    here = cli.machine_cores(None)
-    graph = cli.load_graph(args)
+    cores = machine_cores(args.cores)
+    here = machine_cores(None)
+    graph = load_graph(args)
     say(f"graph: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges")
     parts = ([] if args.costs else [1, 2]) + [n * args.ranks_per_machine for n in args.machines]
     if args.check:
-        parts += [r for r, _ in cli.check_rows(args)]
-    written = ([] if args.costs else [1, 2]) + ([r for r, _ in cli.check_rows(args)] if args.check else [])
+        parts += [r for r, _ in check_rows(args)]
+    written = ([] if args.costs else [1, 2]) + ([r for r, _ in check_rows(args)] if args.check else [])
     for n in sorted(set(written)):  # first: the replay of a part count that runs uses its folder's partitions
-        cli.folder(args, n, say)
-    counts = cli.all_counts(args, graph, parts, say)
+        folder(args, n, say)
+    counts = all_counts(args, graph, parts, say)
     size = (graph.num_nodes, graph.num_edges, graph.num_train if graph.train is not None else None)
     del graph
-    costs = cli.get_costs(args, counts, here, say, size)
-    rows = cli.plan_rows(args, costs, counts, cores)
-    print(cli.table(rows, cores, args))
+    costs = get_costs(args, counts, here, say, size)
+    rows = plan_rows(args, costs, counts, cores)
+    print(table(rows, cores, args))
     print()
-    for line in cli.assumptions(args, cores, costs):
+    for line in assumptions(args, cores, costs):
         print(f"- {line}")
     checked: List[dict] = []
     if args.check:
-        checked = cli.check(args, costs, counts, here, say)
+        checked = check(args, costs, counts, here, say)
         print()
-        print(cli.check_table(checked))
+        print(check_table(checked))
     if args.chart:
         say(f"chart: {chart(rows, args.chart)}")
     if args.json:
         doc = {"rows": [r.as_dict() for r in rows], "check": checked, "costs": costs.as_dict(),
                "counts": {n: c.as_dict() for n, c in counts.items()},
-               "assumptions": cli.assumptions(args, cores, costs)}
+               "assumptions": assumptions(args, cores, costs)}
         text = json.dumps(doc, indent=1)
         if args.json == "-":
             print(text)
@@ -54,6 +62,135 @@ def run(args, err: IO[str]) -> int:
             Path(args.json).write_text(text)
     say(f"planned in {time.perf_counter() - start:.1f} s")
     return 0
+
+
+def job_args(args) -> List[str]:
+    return ["--num-neighbors", ",".join(map(str, args.num_neighbors)), "--batch-size", str(args.batch_size),
+            "--hidden", str(args.hidden)]
+
+
+def all_counts(args, graph, parts: List[int], say) -> Dict[int, Counts]:
+    """The replayed :class:`~.replay.Counts` of every part count in ``parts``."""
+    out = {}
+    for n in sorted(set(parts)):
+        t = time.perf_counter()
+        written = Path(args.work) / f"parts-{n}"
+        owner = folder_owner(written) if (written / "META.json").exists() else None
+        how = f"{written}'s partitions" if owner is not None else args.method
+        if owner is None:
+            owner = assign(graph, n, args.method)
+        out[n] = replay(graph, owner, args.num_neighbors, args.batch_size, max(args.replay_batches, n))
+        say(f"replayed {max(args.replay_batches, n)} batches on {n} part(s) ({how}) in {time.perf_counter() - t:.1f}"
+            f" s: remote edges {out[n].remote_edge_frac:.1%}, remote rows {out[n].remote_row_frac:.1%}")
+    return out
+
+
+def get_costs(args, counts, cores: int, say, graph) -> Costs:
+    """``--costs`` read back (for this graph: :meth:`~.model.Costs.for_graph`), else a calibration on this
+    machine (written to ``<work>/costs.json``). ``graph``: ``(nodes, edges, training nodes or None)``."""
+    if args.costs:
+        try:
+            data = json.loads(Path(args.costs).read_text())
+        except (OSError, ValueError) as e:
+            raise InvalidArgumentError("pyg-dist-plan", "--costs", args.costs, f"a costs.json it wrote ({e})") from None
+        try:
+            costs = Costs.read(data, "--costs")
+        except TypeError as e:  # a required field missing
+            raise InvalidArgumentError("pyg-dist-plan", "--costs", args.costs, f"a costs.json it wrote ({e})") from None
+        return costs.for_graph(*graph)
+    t = time.perf_counter()
+    folders = {n: folder(args, n, say) for n in (1, 2)}
+    costs = cal.calibrate(folders, counts, Path(args.work), job_args(args), args.steps, cores, say, args.warmup,
+                          args.repeats)
+    costs.graph_nodes, costs.graph_edges = graph[0], graph[1]
+    (Path(args.work) / "costs.json").write_text(json.dumps(costs.as_dict(), indent=1))
+    say(f"calibrated in {time.perf_counter() - t:.1f} s -> {Path(args.work) / 'costs.json'}")
+    return costs
+
+
+def plan_rows(args, costs: Costs, counts, cores: int) -> List[Prediction]:
+    """One prediction per ``--machines`` count, with speed-ups over the first."""
+    rows = [predict(costs, counts[n * args.ranks_per_machine],
+                    Machines(n * args.ranks_per_machine, n, cores, args.link_gbps), args.batch_size)
+            for n in args.machines]
+    return with_speedups(rows)
+
+
+def table(rows: List[Prediction], cores: int, args) -> str:
+    """The plan as a Markdown table."""
+    head = ("| machines | ranks | threads/rank | batches/rank | " + " | ".join(f"{s} ms" for s in STAGES)
+            + " | epoch s | bound by | speed-up | RSS/rank MiB |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        lines.append(f"| {r.machines} | {r.ranks} | {r.threads} | {r.batches} | "
+                     + " | ".join(f"{r.ms[s]:.1f}" for s in STAGES)
+                     + f" | {r.epoch_s:.1f} | {r.bound} | {r.speedup:.2f}x | {r.rss_mb:.0f} |")
+    return "\n".join(lines)
+
+
+def assumptions(args, cores: int, costs: Costs) -> List[str]:
+    """What the plan assumed (printed under the table and kept in the JSON)."""
+    given = [f"costs read from {args.costs} (measured on a graph of {costs.graph_nodes:,} nodes / "
+             f"{costs.graph_edges:,} edges; partition bytes and seeds scaled to this one)"] if args.costs else []
+    return given + [
+            f"machines of {cores} cores, {args.ranks_per_machine} rank(s) each, joined by {args.link_gbps:g} Gb/s; "
+            "every remote byte crosses the NIC (ranks on one machine are counted as remote too)",
+            f"one-thread unit costs measured on this machine; threads beyond 2 extrapolated by Amdahl (serial "
+            f"fraction {', '.join(f'{k} {v:.2f}' for k, v in costs.phi.items())})",
+            f"partitions: <work>/parts-N where written, else {args.method} (replayed per machine count); no feature "
+            f"cache, no sampler workers, concurrency 1, {costs.row_bytes} B feature rows; remote calls cost "
+            f"{costs.lat * 1e3:.2f} ms each (empty-call latency measured here)"]
+
+
+def check_rows(args) -> List[Tuple[int, Optional[float]]]:
+    """``--check-rows`` parsed, else the :data:`CHECK_ROWS` within ``--check-ranks``."""
+    if not args.check_rows:
+        return [(r, g) for r, g in CHECK_ROWS if r <= args.check_ranks]
+    rows = []
+    for text in args.check_rows:
+        ranks, _, gbps = text.partition("@")
+        try:
+            row = (int(ranks), float(gbps) if gbps else None)
+        except ValueError:
+            row = (0, None)
+        if row[0] < 1 or (row[1] is not None and not row[1] > 0):
+            raise InvalidArgumentError("pyg-dist-plan", "--check-rows", text, "RANKS or RANKS@GBPS (e.g. 2 or 2@10)")
+        rows.append(row)
+    return rows
+
+
+def check(args, costs: Costs, counts, cores: int, say) -> List[dict]:
+    """Runs the job for each :func:`check_rows` row; predicted against measured epochs."""
+    out = []
+    for ranks, gbps in check_rows(args):
+        threads = max(1, cores // ranks)
+        pred = predict(costs, counts[ranks], Machines(ranks, 1, cores, gbps, emulated=True), args.batch_size)
+        run = cal.run_job(folder(args, ranks, say), ranks, threads, Path(args.work) / f"check_{ranks}_{gbps}.jsonl",
+                          job_args(args), steps=args.check_steps, warmup=args.check_warmup, link_gbps=gbps)
+        batches = int(run.record["ranks"][0]["batches"])
+        scale = batches / pred.batches  # --check-steps: the epoch predicted for the batches run
+        cold = 0.0 if args.check_warmup else costs.cold_s
+        predicted = (pred.epoch_s - costs.epoch_other) * scale + costs.epoch_other + cold
+        measured, rss = run.wall_s, run.per_batch()["rss_mb"]
+        out.append({"ranks": ranks, "link_gbps": gbps, "threads": threads, "batches": batches,
+                    "predicted_s": predicted, "measured_s": measured, "error": predicted / measured - 1,
+                    "predicted_rss_mb": pred.rss_mb, "measured_rss_mb": rss,
+                    "rss_error": pred.rss_mb / max(rss, 1e-9) - 1})
+        say(f"check {ranks} rank(s){'' if gbps is None else f' at {gbps:g} Gb/s'}: predicted "
+            f"{predicted:.1f} s, measured {measured:.1f} s ({predicted / measured - 1:+.0%})")
+    return out
+
+
+def check_table(rows: List[dict]) -> str:
+    """The ``--check`` rows as a Markdown table."""
+    lines = ["| ranks here | link | batches/rank | predicted s | measured s | error | predicted RSS MiB | "
+             "measured RSS MiB | RSS error |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        link = "loopback" if r["link_gbps"] is None else f"{r['link_gbps']:g} Gb/s (emulated)"
+        lines.append(f"| {r['ranks']} | {link} | {r['batches']} | {r['predicted_s']:.1f} | {r['measured_s']:.1f} | "
+                     f"{r['error']:+.0%} | {r['predicted_rss_mb']:.0f} | {r['measured_rss_mb']:.0f} | "
+                     f"{r['rss_error']:+.0%} |")
+    return "\n".join(lines)
 
 
 def chart(rows: List[Prediction], path: str) -> Path:
@@ -74,4 +211,5 @@ def chart(rows: List[Prediction], path: str) -> Path:
     return save_png(fig, path)
 
 
-__all__ = ["run", "chart"]
+__all__ = ["run", "chart", "CHECK_ROWS", "check_rows", "all_counts", "get_costs", "plan_rows", "table",
+           "assumptions", "check", "check_table"]
