@@ -91,3 +91,20 @@ def test_no_seed_to_draw_is_an_error():
     empty = Graph(graph.rowptr, graph.col, torch.zeros(60, dtype=torch.bool))
     with pytest.raises(InvalidArgumentError, match="seed"):
         replay(empty, torch.zeros(60, dtype=torch.long), [2], batch_size=4)
+
+
+@pytest.mark.parametrize("rowptr, col, what", [([0, 2, 1], [1, 0], "rowptr"), ([1, 2, 2], [1, 0], "rowptr"),
+                                               ([0, 1, 3], [1, 0], "rowptr"), ([0, 1, 2], [1, 5], "col"),
+                                               ([0, 1, 2], [-1, 0], "col")])
+def test_a_bad_csr_is_named_before_any_kernel_sees_it(rowptr, col, what):
+    with pytest.raises(InvalidArgumentError, match=what):
+        Graph(torch.tensor(rowptr), torch.tensor(col)).check("--graph g.pt")
+    assert Graph(torch.tensor([0, 1, 2]), torch.tensor([1, 0])).check().num_edges == 2
+
+
+def test_metis_refuses_a_directed_graph_random_does_not():
+    directed = Graph(torch.tensor([0, 1, 2, 2]), torch.tensor([1, 2]))  # 0 -> 1 -> 2
+    assert not directed.is_symmetric() and _graph()[0].is_symmetric()
+    with pytest.raises(InvalidArgumentError, match="reverse"):
+        assign(directed, 2, "metis")
+    assert assign(directed, 2, "random").shape == (3,)

@@ -17,7 +17,7 @@ Example:
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
 import torch
@@ -33,6 +33,35 @@ class Graph:
     rowptr: Tensor
     col: Tensor
     train: Optional[Tensor] = None
+    _symmetric: Optional[bool] = field(default=None, repr=False, compare=False)
+
+    def check(self, where: str = "graph") -> "Graph":
+        """Raises :class:`~pyg_dist.errors.InvalidArgumentError` naming ``where`` unless ``rowptr`` starts at 0,
+        never decreases and ends at ``col``'s length, every ``col`` value is a node and ``train`` (if any) is a
+        bool mask of the nodes; returns self."""
+        rp, col = self.rowptr, self.col
+        if rp.dim() != 1 or rp.numel() < 1 or int(rp[0]) != 0 or int(rp[-1]) != col.numel() or \
+                bool((rp[1:] < rp[:-1]).any()):
+            raise InvalidArgumentError("Graph.check", where, f"rowptr of {rp.numel()} values, col of {col.numel()}",
+                                       "a CSR rowptr: 0 first, non-decreasing, len(col) last")
+        if col.numel() and (int(col.min()) < 0 or int(col.max()) >= self.num_nodes):
+            raise InvalidArgumentError("Graph.check", where, f"col values in [{int(col.min())}, {int(col.max())}]",
+                                       f"node ids in [0, {self.num_nodes})")
+        if self.train is not None and (self.train.dtype != torch.bool or self.train.numel() != self.num_nodes):
+            raise InvalidArgumentError("Graph.check", where, f"train mask {self.train.dtype} x {self.train.numel()}",
+                                       f"a bool mask of {self.num_nodes} nodes")
+        return self
+
+    def is_symmetric(self) -> bool:
+        """Whether every edge ``u -> v`` has its ``v -> u`` (METIS needs it; worked out once)."""
+        if self._symmetric is not None:
+            return self._symmetric
+        n = self.num_nodes
+        src = torch.repeat_interleave(torch.arange(n), self.rowptr[1:] - self.rowptr[:-1])
+        col = self.col.long()
+        fwd = torch.sort(src * n + col).values
+        self._symmetric = torch.equal(fwd, torch.sort(col * n + src).values)
+        return self._symmetric
 
     @property
     def num_nodes(self) -> int:
@@ -75,6 +104,9 @@ def assign(graph: Graph, num_parts: int, method: str = "metis", seed: int = 0) -
         return torch.randint(0, num_parts, (graph.num_nodes,), generator=torch.Generator().manual_seed(seed))
     if method != "metis":
         raise InvalidArgumentError("assign", "method", method, "'metis' or 'random'")
+    if not graph.is_symmetric():
+        raise InvalidArgumentError("assign", "graph", "a directed graph", "every edge with its reverse for METIS "
+                                   "(or method='random', or partition folders written for each part count)")
     from pyg_dist.partition.metis import metis_kway
     return metis_kway(graph.rowptr.numpy(), graph.col.numpy(), num_parts, seed=seed)[0]
 

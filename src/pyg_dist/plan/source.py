@@ -38,12 +38,13 @@ def load_graph(args) -> Graph:
     if args.graph:
         try:
             raw = torch.load(args.graph, weights_only=True, mmap=True)
-            return Graph(raw["rowptr"].long(), raw["col"].long())
+            graph = Graph(raw["rowptr"].long(), raw["col"].long())
         except Exception as e:  # noqa: BLE001 - any failure to read is a bad argument
             raise InvalidArgumentError("pyg-dist-plan", "--graph", str(args.graph),
                                        f"a readable {{rowptr, col, N}} file ({e})") from None
+        return graph.check(f"--graph {args.graph}")
     if args.dataset == "chunked":
-        return _chunked_graph(args.root)
+        return _chunked_graph(args.root).check(f"--root {args.root}")
     from torch_geometric.utils import remove_self_loops, to_undirected
 
     from pyg_dist.datasets.registry import load_dataset
@@ -56,7 +57,8 @@ def load_graph(args) -> Graph:
     rowptr = torch.zeros(data.num_nodes + 1, dtype=torch.long)
     rowptr[1:] = torch.cumsum(torch.bincount(ei[0], minlength=data.num_nodes), 0)
     train = getattr(data, "train_mask", None)
-    return Graph(rowptr, ei[1], train if isinstance(train, torch.Tensor) and train.dtype == torch.bool else None)
+    mask = train if isinstance(train, torch.Tensor) and train.dtype == torch.bool else None
+    return Graph(rowptr, ei[1], mask).check(f"--dataset {args.dataset}")
 
 
 def _chunked_graph(root) -> Graph:
