@@ -3,7 +3,7 @@
 # hundredth of papers100M's size, predict the same job on a larger scale of it, then run that job and compare.
 #
 #   bash scripts/plan_papers_check.sh                    # calibration at scale 0.01, target scale 0.25
-#   TARGET_ROOT=/work/scale/pl25 TARGET_PARTS=/work/scale/pl25_parts bash scripts/plan_papers_check.sh
+#   TARGET_ROOT=/data/pl25 TARGET_PARTS=/data/pl25_parts bash scripts/plan_papers_check.sh   # existing ones
 #
 # Both graphs are partitioned as the scale issue's run was (out-of-core, fennel, bfloat16 features); an existing
 # target folder can be given (TARGET_PARTS: its 2-part folder, linked into the planner's work folder, so the replay

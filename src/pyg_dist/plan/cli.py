@@ -15,7 +15,7 @@ from pyg_dist.errors import InvalidArgumentError, PyGDistError
 from pyg_dist.plan.job import fanouts
 
 
-def parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     """The command line (its groups: the graph, the job, the machines, the run)."""
     p = argparse.ArgumentParser(prog="pyg-dist-plan", description=__doc__.split("\n\n")[0])
     g = p.add_argument_group("graph").add_mutually_exclusive_group(required=True)
@@ -26,12 +26,12 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument(flag, type=kind, default=None, help="generated graphs: passed to pyg-dist-partition")
     p.add_argument("--method", choices=["metis", "random"], default="metis", help="how the graph is partitioned")
     job = p.add_argument_group("the job")
-    job.add_argument("--num-neighbors", type=fanouts, default=[15, 10, 5])
-    job.add_argument("--batch-size", type=int, default=1024)
+    job.add_argument("--num-neighbors", type=fanouts, default=[15, 10, 5], help="fanout per hop, e.g. 15,10,5")
+    job.add_argument("--batch-size", type=int, default=1024, help="seeds per batch")
     job.add_argument("--hidden", type=int, default=256, help="GraphSAGE width (depth = number of fanouts)")
     m = p.add_argument_group("the machines")
-    m.add_argument("--machines", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32])
-    m.add_argument("--ranks-per-machine", type=int, default=1)
+    m.add_argument("--machines", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32], help="machine counts to plan for")
+    m.add_argument("--ranks-per-machine", type=int, default=1, help="training processes on each machine")
     m.add_argument("--cores", type=int, default=None, help="cores per machine (default: this machine's)")
     m.add_argument("--link-gbps", type=float, default=10.0, help="the network between machines")
     r = p.add_argument_group("the run")
@@ -71,7 +71,7 @@ def _validate(args) -> None:
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Console entry point; returns the exit status (2 on a user error or a failed run, message on stderr)."""
-    args = parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
     from pyg_dist.plan.report import run
     try:
         _validate(args)
@@ -88,4 +88,4 @@ if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
 
 
-__all__ = ["main", "parser"]
+__all__ = ["main", "build_parser"]
