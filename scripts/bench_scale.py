@@ -181,6 +181,7 @@ def run_row(trainers: int, workers: int, args) -> Dict[str, object]:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(trainers),
            __file__, "--rank-main", "--partition-dir", str(root), "--workers", str(workers), "--out", str(out)]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    env.setdefault("THP_MEM_ALLOC_ENABLE", "1")  # torch's huge pages, set before anything allocates
     launched = time.time()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=open(out / "job.log", "w"))
     watch = Watch(proc.pid)

@@ -65,6 +65,7 @@ def main(argv=None) -> int:
                "--num-neighbors", ",".join(map(str, args.num_neighbors)), "--num-workers", str(args.num_workers),
                "--seed", str(args.seed)]
         env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+        env.setdefault("THP_MEM_ALLOC_ENABLE", "1")  # torch's huge pages, set before anything allocates
         print(" ".join(cmd[2:]), flush=True)
         return subprocess.call(cmd, env=env)
     finally:

@@ -102,7 +102,9 @@ ENV_VARS: Tuple[EnvVar, ...] = (
         "PYG_DIST_MALLOC_TUNING", "flag", "`1` (on)",
         "glibc allocator tuning (`pyg_dist._alloc.tune_allocator`: mmap threshold 32 MiB, trim threshold "
         "256 MiB, one arena; and `THP_MEM_ALLOC_ENABLE=1` unless set: torch backs tensors of 2 MiB and more "
-        "with transparent huge pages), applied once per process when `dist_session()` or a sampler worker starts; `0`, "
+        "with transparent huge pages; torch reads it at its first such allocation, which `import torch_geometric` "
+        "already makes, so launch with it set: rank 0 warns when it came too late), applied once per process when "
+        "`dist_session()` or a sampler worker starts; `0`, "
         "`false`, `no` or `off` keep the allocator's defaults, `1`, `true`, `yes` or `on` (any case) apply them; "
         "anything else raises `InvalidArgumentError` naming the variable."),
     EnvVar(

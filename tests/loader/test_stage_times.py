@@ -103,3 +103,22 @@ def test_epoch_clock_refuses_a_foreign_loader():
     from pyg_dist.train.stages import EpochClock
     with pytest.raises(InvalidArgumentError, match="loader"):
         EpochClock(None, torch.utils.data.DataLoader(range(3)))
+
+
+def test_the_rss_split_adds_up_and_sees_a_mapped_file(tmp_path):
+    import sys
+
+    import numpy as np
+
+    from pyg_dist.train.stages import current_rss_mb, rss_parts_mb
+    if not sys.platform.startswith("linux"):
+        pytest.skip("RssAnon / RssFile come from Linux's /proc/self/status")
+    path = tmp_path / "rows.bin"
+    path.write_bytes(b"\1" * (64 << 20))
+    before = rss_parts_mb()
+    mapped = np.memmap(path, dtype=np.uint8, mode="r")
+    assert int(mapped[::4096].sum()) == 16384                    # one byte of every page read: 64 MiB mapped in
+    after = rss_parts_mb()
+    assert after["file"] - before["file"] >= 60                  # the mapped file's pages, not the process's own
+    assert after["anon"] - before["anon"] < 16
+    assert sum(after.values()) == pytest.approx(current_rss_mb(), abs=8)

@@ -279,6 +279,48 @@ def test_tune_allocator_asks_torch_for_huge_pages_unless_told_otherwise():
         assert tuned[1] * 4 < kept[1], (tuned, kept)  # 2 MiB pages: far fewer faults for the same bytes
 
 
+_LATCH = """
+import sys, warnings
+if sys.argv[1] == "pyg_first":
+    import torch_geometric  # allocates 2 MiB or more: torch reads THP_MEM_ALLOC_ENABLE now
+from pyg_dist._alloc import tune_allocator, huge_pages_in_effect, warn_huge_pages_missed
+tune_allocator()
+import torch
+def faults():
+    return int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[7])
+f0 = faults()
+for _ in range(10):
+    x = torch.ones(10 << 20)
+    del x
+with warnings.catch_warnings(record=True) as seen:
+    warnings.simplefilter("always")
+    warned = warn_huge_pages_missed(0), warn_huge_pages_missed(1)
+print(huge_pages_in_effect(), faults() - f0, *warned,
+      sum(w.category is RuntimeWarning and "THP_MEM_ALLOC_ENABLE=1" in str(w.message) for w in seen))
+"""
+
+
+def test_huge_pages_are_probed_and_a_late_setting_is_warned_about_on_rank_0():
+    if not sys.platform.startswith("linux") or _thp_mode() not in ("always", "madvise"):
+        pytest.skip(f"the kernel's transparent huge pages are {_thp_mode()!r}: torch cannot use them here")
+
+    def run(order, **env):
+        out = subprocess.run([sys.executable, "-c", _LATCH, order], capture_output=True, text=True, timeout=120,
+                             env={k: v for k, v in {**os.environ, "THP_MEM_ALLOC_ENABLE": None, **env}.items()
+                                  if v is not None})
+        assert out.returncode == 0, out.stderr
+        on, faults, warned0, warned1, seen = out.stdout.split()
+        return on, int(faults), warned0, warned1, seen
+    late = run("pyg_first")                                    # the session's setting comes after PyG's import
+    early = run("pyg_first", THP_MEM_ALLOC_ENABLE="1")        # set at launch, as pyg_dist's launchers do
+    first = run("pyg_dist_first")                              # nothing large allocated before tune_allocator
+    off = run("pyg_first", PYG_DIST_MALLOC_TUNING="0")        # tuning off: nothing asked, nothing to warn about
+    assert late[0] == "False" and late[2:] == ("True", "False", "1"), late
+    assert early[0] == first[0] == "True" and early[2:] == first[2:] == ("False", "False", "0"), (early, first)
+    assert off[0] == "False" and off[2:] == ("False", "False", "0"), off
+    assert early[1] * 4 < late[1] and first[1] * 4 < late[1], (late, early, first)  # the probe tells the truth
+
+
 _THREAD_HEAP = """
 import ctypes, sys, threading
 from pyg_dist._alloc import tune_allocator

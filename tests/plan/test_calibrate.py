@@ -1,5 +1,7 @@
 """Calibration's fit: runs built from known unit costs give those costs back, and the fitted model reproduces
 the runs it was fitted on."""
+from dataclasses import replace
+
 import pytest
 
 from pyg_dist.plan.calibrate import Run, fit, folder_bytes, merge
@@ -87,3 +89,35 @@ def test_merged_repeats_weigh_every_batch_alike():
     assert merged.record["ranks"][0]["batches"] == 40
     assert merged.per_batch()["step"] == pytest.approx(2 * one.per_batch()["step"])  # (1 + 3) / 2
     assert merged.per_batch()["rss_mb"] == 5000.0
+
+
+def test_the_costs_say_how_many_calibration_ranks_had_huge_pages():
+    one, one_two, two = _runs()
+    assert fit(one, one_two, two, C1, C2, SIZES).huge_pages == 1.0     # jobs that did not say: assumed on
+    one.facts["huge_pages_ranks"], two.facts["huge_pages_ranks"] = 1, 1  # one rank of the 2-rank run without
+    assert fit(one, one_two, two, C1, C2, SIZES).huge_pages == pytest.approx(3 / 4)
+    off = _run(1, 1, {k: v for k, v in one.per_batch().items() if k != "rss_mb"}, 0.0, {"huge_pages_ranks": 0})
+    assert merge([one, off]).facts["huge_pages_ranks"] == 0           # repeats: the fewest
+
+
+def test_split_memory_fits_own_and_mapped_lines_and_a_growth_per_row():
+    one, one_two, two = _runs()
+    p1 = SIZES["node_bytes"] + SIZES["edge_bytes"]
+    p2 = SIZES["node_bytes"] * C2.max_nodes_frac + SIZES["edge_bytes"] * C2.max_edges_frac
+    anon = lambda p: 300.0 + 0.2 * p / 2**20   # noqa: E731 - own memory at the first batch
+    files = lambda p: 150.0 + 0.5 * p / 2**20  # noqa: E731 - mapped pages after training
+    per_row1, per_row2 = 0.02, 0.015           # MiB of training growth per row of a batch
+    for run, p, counts, per_row in ((one, p1, C1, per_row1), (two, p2, C2, per_row2)):
+        run.facts = dict(run.facts, open_anon_mb=[anon(p)] * run.ranks, end_file_mb=[files(p)] * run.ranks)
+        for r in run.record["ranks"]:
+            r["peak_rss_mb"] = anon(p) + files(p) + per_row * counts.rows
+    costs = fit(one, one_two, two, C1, C2, SIZES)
+    assert (costs.rss_base_mb, costs.rss_per_byte) == pytest.approx((300.0, 0.2))
+    assert (costs.rss_file_base_mb, costs.rss_file_per_byte) == pytest.approx((150.0, 0.5))
+    assert (costs.rss_train1_per_row, costs.rss_train_per_row) == pytest.approx((per_row1, per_row2))
+    # a graph 10x larger, with batches of 1.5x the rows: every term follows its own driver
+    big = replace(costs, node_bytes=SIZES["node_bytes"] * 10, edge_bytes=SIZES["edge_bytes"] * 10)
+    counts = Counts(2, C2.edges, C2.rows * 1.5, 0.2, 0.3, 3.0, 1.0, 0.5, 0.55)
+    part = 10 * p2
+    expected = anon(part) + files(part) + per_row2 * counts.rows
+    assert predict(big, counts, Machines(2, cores=2), batch_size=1024).rss_mb == pytest.approx(expected)

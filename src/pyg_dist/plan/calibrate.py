@@ -11,21 +11,21 @@ partition folders of 1 and 2 parts:
   DDP adds to a step (``ddp``).
 
 Each run's stage seconds are those of the job's epoch clock (:class:`~pyg_dist.train.stages.EpochClock`), the
-counts those of the offline replay (:mod:`.replay`), and the memory the ranks' RSS at their first batch against
-the bytes of their partitions (the node and edge files of the 1-part folder), plus the peak's growth over it
-while training.
+counts those of the offline replay (:mod:`.replay`), and the memory (:func:`fit_rss`) the ranks' own memory at
+their first batch and their mapped files' pages after training, each against the bytes of their partitions (the
+node and edge files of the 1-part folder), plus the peak's own growth while training per row of a batch.
 """
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
+from pyg_dist._alloc import launch_env
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
 from pyg_dist.plan.model import Costs
 from pyg_dist.plan.replay import Counts
@@ -58,8 +58,13 @@ class Run:
             for k, v in stages.items():
                 out[k] += v / b / len(self.record["ranks"])
             out["epoch_other"] += r["other"] / len(self.record["ranks"])
-        out["rss_mb"] = max(r.get("peak_rss_mb", 0.0) for r in self.record["ranks"])
+        peaks = [r.get("peak_rss_mb", 0.0) for r in self.record["ranks"]]
+        out["rss_mb"] = max(peaks)
         out["open_rss_mb"] = max(self.facts.get("open_rss_mb") or [out["rss_mb"]])
+        top = peaks.index(out["rss_mb"])  # the split of the rank with the highest peak
+        for key in ("open_anon_mb", "end_file_mb"):
+            if len(self.facts.get(key) or []) > top:
+                out[key] = float(self.facts[key][top])
         return out
 
     @property
@@ -78,7 +83,7 @@ def run_job(folder: Path, ranks: int, threads: int, record: Path, job_args: Sequ
            "--epochs", str(epochs), "--max-steps", str(steps), "--warmup-steps", str(warmup), *job_args]
     if link_gbps:
         cmd += ["--link-gbps", str(link_gbps)]
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), CUDA_VISIBLE_DEVICES="")
+    env = dict(launch_env(), OMP_NUM_THREADS=str(threads), CUDA_VISIBLE_DEVICES="")  # huge pages from the start
     start = time.perf_counter()
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
@@ -121,22 +126,51 @@ def fit(one: Run, one_two: Optional[Run], two: Run, c1: Counts, c2: Counts, size
     costs = Costs(u_edge=a["sample"] / c1.edges, u_row=a["rows"] / c1.rows, u_asm=a["assemble"] / c1.rows,
                   u_step=a["step"] / c1.rows, u_other=a["other"], lat=lat, phi=phi, epoch_other=a["epoch_other"],
                   row_bytes=int(one.facts["row_bytes"]), train_seeds=int(one.facts["train_seeds"]),
-                  params=int(one.facts["params"]), cold_s=(one.cold_s + two.cold_s) / 2, **sizes)
+                  params=int(one.facts["params"]), cold_s=(one.cold_s + two.cold_s) / 2,
+                  huge_pages=huge_pages_share([r for r in (one, one_two, two) if r is not None]), **sizes)
     costs.h_edge = max(b["sample"] - costs.u_edge * c2.edges - lat * c2.hop_calls, 0.0) / max(e_rem, 1.0)
     costs.h_row = max(b["rows"] - costs.u_row * c2.rows - lat * c2.row_calls, 0.0) / max(r_rem, 1.0)
     costs.ddp = max(b["step"] - costs.u_step * c2.rows, 0.0)
+    fit_rss(costs, a, b, c1, c2, sizes)
+    return costs
+
+
+def _line(y1: float, y2: float, x1: float, x2: float, flat: float) -> Tuple[float, float]:
+    """``(base, per_byte)`` of the line through ``(x1, y1)`` and ``(x2, y2)`` (bytes, MiB); slope ``flat`` unless
+    it rises from ``x2`` to ``x1``."""
+    per_byte = (y1 - y2) / ((x1 - x2) / 2**20) if x1 > x2 and y1 > y2 else flat
+    return y1 - per_byte * x1 / 2**20, per_byte
+
+
+def fit_rss(costs: Costs, a: Dict[str, float], b: Dict[str, float], c1: Counts, c2: Counts,
+            sizes: Dict[str, int]) -> None:
+    """The memory terms of ``costs`` from the 1- and 2-rank runs' per-batch figures ``a``, ``b``: where the jobs
+    split their RSS, own memory at the first batch and mapped files' pages after training as lines through the
+    partitions' bytes, and the peak's growth per row of a batch; else one line through the RSS at the first
+    batch and the growth as a constant."""
     p1 = sizes["node_bytes"] + sizes["edge_bytes"]
     p2 = sizes["node_bytes"] * c2.max_nodes_frac + sizes["edge_bytes"] * c2.max_edges_frac
-    open1, open2 = a["open_rss_mb"], b["open_rss_mb"]  # the line through the RSS at the first batch
-    costs.rss_per_byte = (open1 - open2) / ((p1 - p2) / 2**20) if p1 > p2 and open1 > open2 else 1.0
-    costs.rss_base_mb = open1 - costs.rss_per_byte * p1 / 2**20
-    costs.rss_train1_mb, costs.rss_train_mb = a["rss_mb"] - open1, b["rss_mb"] - open2
-    return costs
+    if all(k in a and k in b for k in ("open_anon_mb", "end_file_mb")):
+        costs.rss_base_mb, costs.rss_per_byte = _line(a["open_anon_mb"], b["open_anon_mb"], p1, p2, 1.0)
+        costs.rss_file_base_mb, costs.rss_file_per_byte = _line(a["end_file_mb"], b["end_file_mb"], p1, p2, 0.0)
+        grow1 = max(a["rss_mb"] - a["open_anon_mb"] - a["end_file_mb"], 0.0)
+        grow2 = max(b["rss_mb"] - b["open_anon_mb"] - b["end_file_mb"], 0.0)
+        costs.rss_train1_mb, costs.rss_train_mb = grow1, grow2
+        costs.rss_train1_per_row, costs.rss_train_per_row = grow1 / max(c1.rows, 1.0), grow2 / max(c2.rows, 1.0)
+        return
+    costs.rss_base_mb, costs.rss_per_byte = _line(a["open_rss_mb"], b["open_rss_mb"], p1, p2, 1.0)
+    costs.rss_train1_mb, costs.rss_train_mb = a["rss_mb"] - a["open_rss_mb"], b["rss_mb"] - b["open_rss_mb"]
+
+
+def huge_pages_share(runs: List[Run]) -> float:
+    """The share of the runs' ranks where torch used huge pages (1.0 where the job did not say)."""
+    ranks = sum(r.ranks for r in runs)
+    return sum(r.facts.get("huge_pages_ranks", r.ranks) for r in runs) / max(ranks, 1)
 
 
 def merge(runs: List[Run]) -> Run:
     """One run from repeats of the same configuration: stage seconds and batches summed per rank (so per-batch
-    means weigh every batch alike), peak RSS the largest, the start-up cost the mean."""
+    means weigh every batch alike), peak RSS the largest, the start-up cost the mean, huge pages the fewest."""
     ranks = []
     for i in range(len(runs[0].record["ranks"])):
         entries = [r.record["ranks"][i] for r in runs]
@@ -144,7 +178,8 @@ def merge(runs: List[Run]) -> Run:
         merged["peak_rss_mb"] = max(e.get("peak_rss_mb", 0.0) for e in entries)
         ranks.append(merged)
     record = {"wall_s": sum(r.record["wall_s"] for r in runs), "ranks": ranks}
-    return Run(runs[0].ranks, runs[0].threads, record, runs[-1].facts, sum(r.seconds for r in runs),
+    facts = dict(runs[-1].facts, huge_pages_ranks=min(r.facts.get("huge_pages_ranks", r.ranks) for r in runs))
+    return Run(runs[0].ranks, runs[0].threads, record, facts, sum(r.seconds for r in runs),
                runs[0].link_gbps, sum(r.cold_s for r in runs) / len(runs))
 
 

@@ -19,7 +19,7 @@ import itertools
 import json
 import sys
 import time
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -82,14 +82,21 @@ def call_latency(env, calls: int = 100) -> float:
     return sorted(spent)[len(spent) // 2] if spent else 0.0
 
 
-def _write_facts(env, args, loader, model, latency: float, open_rss: float) -> None:
-    """Rank 0 writes ``<record>.job.json``: what the planner reads besides the stage lines (collective)."""
+def _write_facts(env, args, loader, model, latency: float, opened: Dict[str, float]) -> None:
+    """Rank 0 writes ``<record>.job.json``: what the planner reads besides the stage lines (collective). Per rank
+    (lists by rank): the RSS at the first batch (``open_rss_mb``, its own part ``open_anon_mb``) and the mapped
+    files' pages after training (``end_file_mb``)."""
+    from pyg_dist._alloc import huge_pages_in_effect
     from pyg_dist.train.session import all_sum
+    from pyg_dist.train.stages import rss_parts_mb
     mask = env.feature_store.get_tensor(group_name=None, attr_name="train_mask")
-    mine = [0.0] * (env.world_size + 1)
-    mine[0], mine[1 + env.rank] = float(mask.sum()), open_rss
+    w, r = env.world_size, env.rank
+    mine = [0.0] * (2 + 3 * w)
+    mine[0], mine[1] = float(mask.sum()), float(huge_pages_in_effect())
+    mine[2 + r], mine[2 + w + r], mine[2 + 2 * w + r] = opened["rss"], opened["anon"], rss_parts_mb()["file"]
     summed = all_sum(mine, env).tolist()
-    seeds, rss = int(summed[0]), summed[1:]
+    seeds, huge = int(summed[0]), int(summed[1])
+    rss, anon, files = summed[2:2 + w], summed[2 + w:2 + 2 * w], summed[2 + 2 * w:]
     if env.rank != 0 or args.record is None:
         return
     x = env.feature_store.get_tensor(group_name=None, attr_name="x")
@@ -97,7 +104,7 @@ def _write_facts(env, args, loader, model, latency: float, open_rss: float) -> N
              "params": sum(p.numel() for p in model.parameters()), "feature_dim": int(x.shape[-1]),
              "row_bytes": int(x.shape[-1]) * x.element_size(),
              "call_latency_s": latency, "train_seeds": seeds,
-             "open_rss_mb": rss}
+             "open_rss_mb": rss, "open_anon_mb": anon, "end_file_mb": files, "huge_pages_ranks": huge}
     with open(f"{args.record}.job.json", "w") as f:
         json.dump(facts, f)
 
@@ -128,7 +135,7 @@ def main(argv: Optional[Sequence[str]] = None) -> float:
     from pyg_dist import DistNeighborLoader, TrainConfig, dist_session, wrap_ddp
     from pyg_dist.ops import warmup
     from pyg_dist.rpc import register_callee
-    from pyg_dist.train.stages import EpochClock, current_rss_mb
+    from pyg_dist.train.stages import EpochClock, current_rss_mb, rss_parts_mb
 
     args = parser().parse_args(argv)
     _check_args(args)
@@ -143,7 +150,7 @@ def main(argv: Optional[Sequence[str]] = None) -> float:
         model = wrap_ddp(GraphSAGE(env.num_features(None), args.hidden, len(args.num_neighbors),
                                    env.num_classes(None)), env)
         optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
-        open_rss = current_rss_mb()  # the partition, the loader and the model, before the first batch
+        opened = dict(rss_parts_mb(), rss=current_rss_mb())  # the partition, loader and model before a batch
         clock = EpochClock(env, loader, args.record)
         steps = min(len(loader), args.max_steps) if args.max_steps else len(loader)
         epochs = ([min(args.warmup_steps, len(loader))] if args.warmup_steps else []) + [steps] * args.epochs
@@ -153,7 +160,7 @@ def main(argv: Optional[Sequence[str]] = None) -> float:
                 clock.start()
                 _train(model, loader, optimizer, n)
                 wall = max(clock.stop(epoch).walls)
-            _write_facts(env, args, loader, model, call_latency(env), open_rss)
+            _write_facts(env, args, loader, model, call_latency(env), opened)
         finally:
             loader.shutdown()
     return wall

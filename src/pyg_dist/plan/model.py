@@ -15,8 +15,11 @@ elsewhere, ``calls`` to other ranks) and calibrated one-thread unit costs::
     epoch    = ceil(train_seeds / N / batch_size) * batch + epoch_other   (+ cold_s: the first epoch's start)
     wire(b)  = r * b / link_bytes_per_s   (M > 1, or an emulated link; 0 on loopback)
     A(t)     = phi + (1 - phi) / t        (Amdahl; phi from the 1-rank run at 1 and at 2 threads)
-    rss      = rss_base + rss_per_byte * (node_bytes * max_nodes_frac + edge_bytes * max_edges_frac)   (at the
-               first batch: the partition as loaded) + rss_train (the peak's growth while training; 1 rank: its own)
+    part     = node_bytes * max_nodes_frac + edge_bytes * max_edges_frac     (the largest partition's bytes)
+    rss      = rss_base + rss_per_byte * part          (own memory at the first batch: the partition as loaded)
+               + rss_file_base + rss_file_per_byte * part   (pages of mapped files after training: libraries and
+                                                             the memory-mapped partition's pages training reads)
+               + rss_train_per_row * R                 (the peak's own growth while training: 1 rank, N ranks)
 
 Every unit cost is measured (:mod:`.calibrate`); the one-thread costs at one rank, the remote surcharges
 (``h_edge``, ``h_row``) and ``ddp`` at two ranks, ``lat`` by timed empty calls between them.
@@ -56,10 +59,15 @@ class Costs:
     rss_per_byte: float = 1.0
     rss_train1_mb: float = 0.0  # the peak's growth over the RSS at the first batch: 1 rank, and more ranks
     rss_train_mb: float = 0.0
+    rss_file_base_mb: float = 0.0  # mapped files' pages after training: a line through the partition's bytes
+    rss_file_per_byte: float = 0.0
+    rss_train1_per_row: float = 0.0  # the training's own growth per row of a batch (0: the constants above)
+    rss_train_per_row: float = 0.0
     node_bytes: int = 0
     edge_bytes: int = 0
     graph_nodes: int = 0  # the graph these costs were measured on (its node and edge counts)
     graph_edges: int = 0
+    huge_pages: float = 1.0  # the share of the calibration's ranks where torch used huge pages (:mod:`pyg_dist._alloc`)
 
     @classmethod
     def read(cls, data: dict, where: str = "costs") -> "Costs":
@@ -177,10 +185,18 @@ def predict(costs: Costs, counts: Counts, m: Machines, batch_size: int) -> Predi
     batches = max(1, math.ceil(costs.train_seeds / m.ranks / batch_size))
     epoch = batches * sum(s.values()) + costs.epoch_other
     part = costs.node_bytes * counts.max_nodes_frac + costs.edge_bytes * counts.max_edges_frac
-    rss = costs.rss_base_mb + costs.rss_per_byte * part / 2**20 + (costs.rss_train1_mb if m.ranks == 1
-                                                                    else costs.rss_train_mb)
+    rss = (costs.rss_base_mb + costs.rss_file_base_mb + (costs.rss_per_byte + costs.rss_file_per_byte) * part / 2**20
+           + _rss_train(costs, counts, m.ranks))
     return Prediction(m.ranks, m.machines, t, batches, {n: round(v * 1e3, 2) for n, v in s.items()},
                       epoch, max(s, key=lambda n: s[n]), rss)
+
+
+def _rss_train(costs: Costs, counts: Counts, ranks: int) -> float:
+    """The peak's growth while training, MiB: per row of the batch where calibrated so, else the constant."""
+    per_row = costs.rss_train1_per_row if ranks == 1 else costs.rss_train_per_row
+    if per_row > 0:
+        return per_row * counts.rows
+    return costs.rss_train1_mb if ranks == 1 else costs.rss_train_mb
 
 
 def _shared_cores(m: Machines, alone: float, waits: float) -> float:

@@ -139,7 +139,9 @@ def assumptions(args, cores: int, costs: Costs) -> List[str]:
             f"fraction {', '.join(f'{k} {v:.2f}' for k, v in costs.phi.items())})",
             f"partitions: <work>/parts-N where written, else {args.method} (replayed per machine count); no feature "
             f"cache, no sampler workers, concurrency 1, {costs.row_bytes} B feature rows; remote calls cost "
-            f"{costs.lat * 1e3:.2f} ms each (empty-call latency measured here)"]
+            f"{costs.lat * 1e3:.2f} ms each (empty-call latency measured here)",
+            f"torch's huge pages for large tensors in {costs.huge_pages:.0%} of the calibration's ranks "
+            "(THP_MEM_ALLOC_ENABLE=1 at launch; without them a batch costs up to 1.6x the CPU)"]
 
 
 def check_rows(args) -> List[Tuple[int, Optional[float]]]:
@@ -171,11 +173,14 @@ def check(args, costs: Costs, counts, cores: int, say) -> List[dict]:
         scale = batches / pred.batches  # --check-steps: the epoch predicted for the batches run
         cold = 0.0 if args.check_warmup else costs.cold_s
         predicted = (pred.epoch_s - costs.epoch_other) * scale + costs.epoch_other + cold
-        measured, rss = run.wall_s, run.per_batch()["rss_mb"]
+        measured, got = run.wall_s, run.per_batch()
+        rss = got["rss_mb"]
         out.append({"ranks": ranks, "link_gbps": gbps, "threads": threads, "batches": batches,
                     "predicted_s": predicted, "measured_s": measured, "error": predicted / measured - 1,
                     "predicted_rss_mb": pred.rss_mb, "measured_rss_mb": rss,
-                    "rss_error": pred.rss_mb / max(rss, 1e-9) - 1})
+                    "rss_error": pred.rss_mb / max(rss, 1e-9) - 1,
+                    "huge_pages_ranks": int(run.facts.get("huge_pages_ranks", ranks)),
+                    "measured_open_anon_mb": got.get("open_anon_mb"), "measured_end_file_mb": got.get("end_file_mb")})
         say(f"check {ranks} rank(s){'' if gbps is None else f' at {gbps:g} Gb/s'}: predicted "
             f"{predicted:.1f} s, measured {measured:.1f} s ({predicted / measured - 1:+.0%})")
     return out

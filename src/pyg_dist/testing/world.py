@@ -24,6 +24,7 @@ import time
 import traceback
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
+from pyg_dist._alloc import launch_env
 from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_positive_int
 
 _LOG_TAIL = 4000
@@ -99,7 +100,7 @@ def _tail(path: str) -> str:
 
 
 def _rank_env(rank: int, world_size: int, ports: List[int], extra: Optional[Mapping[str, str]]) -> Dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHELASTIC_")}
+    env = {k: v for k, v in launch_env().items() if not k.startswith("TORCHELASTIC_")}
     env.update({
         "RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": str(rank),
         "LOCAL_WORLD_SIZE": str(world_size), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(ports[0]),

@@ -28,7 +28,7 @@ from typing import Any, Iterator, Optional, Union
 import torch
 
 from pyg_dist import timeouts
-from pyg_dist._alloc import tune_allocator
+from pyg_dist._alloc import tune_allocator, warn_huge_pages_missed
 from pyg_dist.context import DistContext
 from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_choice, check_positive_int, check_seconds
 from pyg_dist.format.precision import BATCH_DTYPES, parse_dtype
@@ -371,6 +371,7 @@ def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
     if device.type == "cuda":
         torch.cuda.set_device(device)
     tune_allocator()  # batches reuse freed memory instead of faulting it in again
+    warn_huge_pages_missed(ctx.rank)
     if config.failure_timeout is not None:
         timeouts.set_failure_timeout(config.failure_timeout)  # inherited by sampler workers
     with orphan.watch_agent(ctx.rank, on_orphan=teardown):  # ends this rank if its torchrun agent dies

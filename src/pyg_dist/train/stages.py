@@ -165,6 +165,21 @@ def current_rss_mb() -> float:
         return 0.0
 
 
+def rss_parts_mb() -> Dict[str, float]:
+    """This process's resident set now split (``/proc/self/status``, MiB): ``anon`` (its own memory) and ``file``
+    (pages of mapped files and shared memory: libraries, memory-mapped partition files); zeros where unknown."""
+    out = {"anon": 0.0, "file": 0.0}
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key in ("RssAnon", "RssFile", "RssShmem"):
+                    out["anon" if key == "RssAnon" else "file"] += int(value.split()[0]) / 1024.0
+    except (OSError, ValueError, IndexError):
+        pass
+    return out
+
+
 def gather_split(env, wall: float, mine: StageTimes, cpu: float = 0.0):
     """Every rank's ``(wall, StageTimes, peak RSS MiB, CPU seconds)`` as four lists, on every rank (one
     all-reduce of a ``world x fields`` table)."""
