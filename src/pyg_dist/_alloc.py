@@ -103,7 +103,7 @@ def warn_huge_pages_missed(rank: int) -> bool:
     warnings.warn("torch read THP_MEM_ALLOC_ENABLE before pyg_dist's session set it (import torch_geometric "
                   "allocates): batches of large tensors fault their memory in 4 KiB pages, about 1.6x the CPU of "
                   "a batch with huge pages on the reference graph. Launch with THP_MEM_ALLOC_ENABLE=1 in the "
-                  "environment (or PYG_DIST_MALLOC_TUNING=0 to silence this).", RuntimeWarning, stacklevel=3)
+                  "environment (or PYG_DIST_MALLOC_TUNING=0 to silence this).", RuntimeWarning, stacklevel=4)
     return True
 
 
