@@ -1,5 +1,6 @@
 """Calibration's fit: runs built from known unit costs give those costs back, and the fitted model reproduces
 the runs it was fitted on."""
+import json
 from dataclasses import replace
 
 import pytest
@@ -121,3 +122,27 @@ def test_split_memory_fits_own_and_mapped_lines_and_a_growth_per_row():
     part = 10 * p2
     expected = anon(part) + files(part) + per_row2 * counts.rows
     assert predict(big, counts, Machines(2, cores=2), batch_size=1024).rss_mb == pytest.approx(expected)
+
+
+def test_job_outputs_that_are_not_the_jobs_raise_naming_the_file(tmp_path):
+    from pyg_dist.plan.calibrate import JobFailedError, _read_outputs
+    record = tmp_path / "r.jsonl"
+    good = {"wall_s": 1.0, "ranks": [{"batches": 2}]}
+    record.write_text(json.dumps(good) + "\n" + json.dumps(dict(good, wall_s=2.0)) + "\n")
+    (tmp_path / "r.jsonl.job.json").write_text(json.dumps({"params": 3}))
+    first, last, facts, lines = _read_outputs(record)
+    assert (first["wall_s"], last["wall_s"], facts, len(lines)) == (1.0, 2.0, {"params": 3}, 2)
+    for name, text in (("r.jsonl.job.json", "{not json"), ("r.jsonl.job.json", "[1, 2]"),
+                       ("r.jsonl", '{"wall_s": 1}'), ("r.jsonl", "")):
+        saved = (tmp_path / name).read_text()
+        (tmp_path / name).write_text(text)
+        with pytest.raises(JobFailedError, match=name.replace(".", r"\.")):
+            _read_outputs(record)
+        (tmp_path / name).write_text(saved)
+
+
+def test_a_split_that_is_not_a_list_of_numbers_is_left_out():
+    one, _, _ = _runs()
+    one.facts = dict(one.facts, open_anon_mb="junk", end_file_mb=[None])
+    got = one.per_batch()
+    assert "open_anon_mb" not in got and "end_file_mb" not in got

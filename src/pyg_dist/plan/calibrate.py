@@ -63,8 +63,9 @@ class Run:
         out["open_rss_mb"] = max(self.facts.get("open_rss_mb") or [out["rss_mb"]])
         top = peaks.index(out["rss_mb"])  # the split of the rank with the highest peak
         for key in ("open_anon_mb", "end_file_mb"):
-            if len(self.facts.get(key) or []) > top:
-                out[key] = float(self.facts[key][top])
+            values = self.facts.get(key)
+            if isinstance(values, list) and len(values) > top and isinstance(values[top], (int, float)):
+                out[key] = float(values[top])
         return out
 
     @property
@@ -92,14 +93,30 @@ def run_job(folder: Path, ranks: int, threads: int, record: Path, job_args: Sequ
     if proc.returncode != 0 or not record.exists():
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
         raise JobFailedError(f"the planner's job ({ranks} ranks on {folder}) exited {proc.returncode}:\n{tail}")
-    lines = record.read_text().strip().splitlines()
-    facts = json.loads(Path(f"{record}.job.json").read_text())
-    first, last = json.loads(lines[0]), json.loads(lines[-1])
+    first, last, facts, lines = _read_outputs(record)
     cold = 0.0
     if len(lines) > 1:  # the first epoch's excess over its batches at the last epoch's rate
         rate = last["wall_s"] / max(last["ranks"][0]["batches"], 1)
         cold = max(first["wall_s"] - rate * first["ranks"][0]["batches"], 0.0)
     return Run(ranks, threads, last, facts, time.perf_counter() - start, link_gbps, cold)
+
+
+def _read_outputs(record: Path):
+    """The job's first and last epoch records, its facts and its record lines; a file that is not what the job
+    writes raises :class:`JobFailedError` naming it."""
+    facts_path = Path(f"{record}.job.json")
+    for path in (record, facts_path):
+        try:
+            lines = path.read_text().strip().splitlines()
+            docs = [json.loads(line) for line in lines] if path == record else [json.loads("\n".join(lines))]
+        except (OSError, ValueError) as exc:
+            raise JobFailedError(f"the planner's job wrote an unreadable {path}: {exc}") from None
+        if not docs or not all(isinstance(d, dict) for d in docs) or \
+                (path == record and not all(isinstance(d.get("ranks"), list) and d["ranks"] for d in docs)):
+            raise JobFailedError(f"the planner's job wrote {path} without the expected JSON objects")
+        if path == record:
+            first, last, record_lines = docs[0], docs[-1], lines
+    return first, last, docs[0], record_lines
 
 
 def folder_bytes(folder: Path) -> Dict[str, int]:
