@@ -33,7 +33,7 @@ that dtype (``Partitioner(feature_dtype=...)``: half the bytes of every remote a
 ``--transports tensorpipe sockets`` runs every 2-rank configuration once per RPC transport
 (:mod:`pyg_dist.rpc.transport`), labelled ``metis [tensorpipe]`` / ``metis [sockets]``; by default the rows use
 the default transport and carry no label. ``--wire-protections integrity off encrypt`` runs every ``sockets``
-configuration once per frame protection (:mod:`pyg_dist.rpc.seal`), labelled ``metis [sockets/off]``.
+configuration once per frame protection (:mod:`pyg_dist.rpc.sockets.seal`), labelled ``metis [sockets/off]``.
 """
 from __future__ import annotations
 

@@ -239,7 +239,7 @@ def run_row(name: str, folder: Path, work: Path, bound: float, transport: str = 
 
 
 def _default_transport() -> str:
-    from pyg_dist.rpc.transport import transport_name
+    from pyg_dist.rpc.settings import transport_name
     return transport_name()
 
 

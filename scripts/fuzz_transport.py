@@ -57,8 +57,8 @@ def _answer(sock: socket.socket, opener=None) -> str:
     frame was still valid: a flipped byte in tensor data). A frame that announces more bytes than were sent
     leaves the server waiting for them: after 0.2 s the fuzzer closes its sending side, and the server must
     then close the connection."""
-    from pyg_dist.rpc import frames
-    from pyg_dist.rpc.conn import PeerLost, read_frame
+    from pyg_dist.rpc.sockets import frames
+    from pyg_dist.rpc.sockets.conn import PeerLost, read_frame
     sock.settimeout(0.2)
     try:
         if not sock.recv(1, socket.MSG_PEEK):
@@ -80,7 +80,7 @@ def _answer(sock: socket.socket, opener=None) -> str:
 
 
 def _handshake_case(rng: random.Random, transport):
-    from pyg_dist.rpc import auth
+    from pyg_dist.rpc.sockets import auth
     me, them = transport.ctx.rpc_rank, 1
     hello = auth.HELLO + bytes([auth.VERSION, 0]) + struct.pack("<II", me, them) + rng.randbytes(16)
     kind = rng.choice(["random bytes", "random proof", "cut greeting", "wrong version", "stranger's key",
@@ -100,7 +100,8 @@ def _handshake_case(rng: random.Random, transport):
 
 
 def _good_frame(rng: random.Random) -> bytes:
-    from pyg_dist.rpc import callees, frames, wire
+    from pyg_dist.rpc import callees, wire
+    from pyg_dist.rpc.sockets import frames
     n = rng.randint(0, 300)
     head, blobs = frames.encode(frames.REQUEST, rng.randint(1, 1 << 40), callees.callee_id(ECHO),
                                 (None, wire.pack(Blob(torch.arange(n, dtype=torch.float32)))))
@@ -108,7 +109,7 @@ def _good_frame(rng: random.Random) -> bytes:
 
 
 def _frame_case(rng: random.Random) -> tuple:
-    from pyg_dist.rpc import frames
+    from pyg_dist.rpc.sockets import frames
     kind = rng.choice(["flipped bytes", "random header", "random body", "cut short", "lying table",
                        "unknown callee", "not a message class"])
     raw, cut = bytearray(_good_frame(rng)), None
@@ -136,7 +137,7 @@ def _frame_case(rng: random.Random) -> tuple:
 def rank_main(rank: int, world_size: int, opts: dict) -> dict:
     from pyg_dist import rpc
     from pyg_dist.context import DistContext
-    from pyg_dist.rpc import auth
+    from pyg_dist.rpc.sockets import auth
     from pyg_dist.rpc.state import live_state
     rpc.register_callee(ECHO, lambda m: Blob(m.x * 2), replace=True)
     rpc.register_callee(STATS, _stats, replace=True)

@@ -88,8 +88,9 @@ ENV_VARS: Tuple[EnvVar, ...] = (
         field="TrainConfig.failure_timeout"),
     EnvVar(
         "PYG_DIST_FRAME_MAX_MB", "float", "`1024`",
-        "Most MiB of tensor bytes in one frame of the `sockets` transport (`pyg_dist.rpc.frames`), read at each "
-        "frame: a peer's frame that announces more is refused before anything is allocated (`FrameError` naming "
+        "Most MiB of tensor bytes in one frame of the `sockets` transport "
+        "(`pyg_dist.rpc.settings.frame_max_bytes`), read at each frame: a peer's frame that announces more is "
+        "refused before anything is allocated (`FrameError` naming "
         "the peer and the field; that connection closes, the process carries on). Give every process the same "
         "value, at least `PYG_DIST_REPLY_MAX_MB`. Not a number > 0: `InvalidArgumentError` naming the variable."),
     EnvVar(
@@ -129,8 +130,9 @@ ENV_VARS: Tuple[EnvVar, ...] = (
         "read, with a `DeprecationWarning`, only when the new name is unset."),
     EnvVar(
         "PYG_DIST_SECRET_FILE", "path", "unset: key agreement alone",
-        "File holding the job's secret for the `sockets` transport (`pyg_dist.rpc.auth`), read at `init_rpc`: a "
-        "regular file of at least 16 bytes, readable by its owner only (mode 0600; a FIFO, a folder or a looser "
+        "File holding the job's secret for the `sockets` transport (`pyg_dist.rpc.settings.file_secret`), read at "
+        "`init_rpc`: a regular file of at least 16 bytes, readable by its owner only (mode 0600; a FIFO, a folder "
+        "or a looser "
         "mode: `InvalidArgumentError` naming the file). It is mixed into every connection's key and signs every "
         "listener entry a process publishes in the rendezvous store, so someone who can write that store but not "
         "read the file can neither forge an entry (`TamperedStoreError` at start-up) nor relay a connection. "
@@ -147,7 +149,7 @@ ENV_VARS: Tuple[EnvVar, ...] = (
     EnvVar(
         "PYG_DIST_TENSORPIPE_TRANSPORTS", "str", "`uv`",
         "With `PYG_DIST_TRANSPORT=tensorpipe` only: TensorPipe's own transports under the RPC world "
-        "(`pyg_dist.rpc.tensorpipe.tensorpipe_transports`), read at `init_rpc`: a comma list of "
+        "(`pyg_dist.rpc.settings.tensorpipe_transports`), read at `init_rpc`: a comma list of "
         "`uv`, `shm`, `ibv`, or `default` for TensorPipe's own choice (its shared-memory transport "
         "busy-polls); anything else raises `InvalidArgumentError`. Formerly `PYG_DIST_RPC_TRANSPORTS` (still read "
         "when this one is unset, with a `DeprecationWarning`)."),
@@ -159,8 +161,8 @@ ENV_VARS: Tuple[EnvVar, ...] = (
         "`InvalidArgumentError` naming the variable at start-up."),
     EnvVar(
         "PYG_DIST_TRANSPORT", "str", "`sockets`",
-        "RPC's transport (`pyg_dist.rpc.transport`), read at `init_rpc`: `sockets` (pyg_dist's own: one listener "
-        "per process, authenticated before a byte is interpreted, frames of raw tensor bytes, no pickle, junk "
+        "RPC's transport (`pyg_dist.rpc.settings.transport_name`), read at `init_rpc`: `sockets` (pyg_dist's own: one "
+        "listener per process, authenticated before a byte is interpreted, frames of raw tensor bytes, no pickle, junk "
         "closes only that connection) or `tensorpipe` (`torch.distributed.rpc`: no authentication, unpickles, "
         "aborts the process on junk). `TrainConfig.transport` (or `init_rpc(transport=...)`), when set, wins; a "
         "distributed loader hands its trainer's choice to its sampler workers. Every process of a job must use the "
@@ -169,8 +171,9 @@ ENV_VARS: Tuple[EnvVar, ...] = (
         field="TrainConfig.transport"),
     EnvVar(
         "PYG_DIST_WIRE_PROTECTION", "str", "`integrity`",
-        "What the `sockets` transport does to every frame (`pyg_dist.rpc.seal`), read at `init_rpc`: `integrity` "
-        "(an AES-256-GCM tag over header and bytes under per-connection keys: an altered, dropped, replayed or "
+        "What the `sockets` transport does to every frame (`pyg_dist.rpc.settings.wire_mode`), read at `init_rpc`: "
+        "`integrity` (an AES-256-GCM tag over header and bytes under per-connection keys: an altered, dropped, "
+        "replayed or "
         "reordered frame fails, `IntegrityError` naming the peer, its connection closes), `encrypt` (also "
         "encrypted) or `off` (the handshake still proves each peer). Every process of a job must use the same: a "
         "peer that differs is refused at its handshake, naming this variable. `TrainConfig.wire_protection`, when "

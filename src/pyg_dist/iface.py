@@ -14,6 +14,7 @@ Example:
 """
 from __future__ import annotations
 
+import errno
 import ipaddress
 import logging
 import os
@@ -197,6 +198,30 @@ def log_listeners() -> None:
         f"{k} {sorted({a for a, _ in v})} ports {[p for _, p in v]}" for k, v in kinds.items()) or "nothing")
 
 
-__all__ = ["IFNAME_ENV", "interface_address", "interface_for", "chosen_interface", "listen_address",
-           "own_address", "listening_socket", "apply_ifname", "listeners", "note_listeners", "listener_kinds",
-           "log_listeners"]
+def pick_free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that the OS reports free (bound to port 0, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def check_port_free(port: int, where: str = "init_rpc") -> None:
+    """Raises :class:`InvalidArgumentError` naming ``port`` if something already listens on it."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT leftovers are fine
+        sock.bind(("", port))
+    except OSError as exc:
+        if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+            raise InvalidArgumentError(
+                where, "rpc_port", port,
+                f"a free TCP port (it is in use: {exc.strerror}); choose another with "
+                "DistContext(rpc_port=...) or $PYG_DIST_RPC_PORT") from None
+        raise
+    finally:
+        sock.close()
+
+
+__all__ = ["pick_free_port", "check_port_free", "IFNAME_ENV", "interface_address", "interface_for", "chosen_interface",
+           "listen_address", "own_address", "listening_socket", "apply_ifname", "listeners", "note_listeners",
+           "listener_kinds", "log_listeners"]

@@ -24,8 +24,10 @@ from __future__ import annotations
 import datetime
 import logging
 import os
+import threading
+from typing import Any, Callable
 
-from pyg_dist.errors import check_seconds
+from pyg_dist.errors import RpcTimeoutError, check_seconds
 
 LOG = logging.getLogger("pyg_dist")
 FAILURE_TIMEOUT_ENV = "PYG_DIST_FAILURE_TIMEOUT"
@@ -71,5 +73,25 @@ def apply_to_process_group() -> bool:
     return True
 
 
-__all__ = ["failure_timeout", "set_failure_timeout", "call_timeout", "apply_to_process_group", "FAILURE_TIMEOUT_ENV",
-           "DEFAULT_FAILURE_TIMEOUT"]
+def run_bounded(fn: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Runs ``fn`` in a helper thread; raises its error, or RpcTimeoutError after ``timeout`` s."""
+    box: dict = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 -- re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name=f"pyg_dist-{what}", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise RpcTimeoutError(f"{what} did not complete within {timeout:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+__all__ = ["run_bounded", "failure_timeout", "set_failure_timeout", "call_timeout", "apply_to_process_group",
+           "FAILURE_TIMEOUT_ENV",           "DEFAULT_FAILURE_TIMEOUT"]

@@ -66,7 +66,7 @@ class Relay:
             pass
 
     def _replies(self, server, client):
-        from pyg_dist.rpc import frames
+        from pyg_dist.rpc.sockets import frames
 
         def take(n):
             return server.recv(n, socket.MSG_WAITALL) if n else b""

@@ -85,7 +85,7 @@ def _sockets_rank(rank, world, folder):
     from pyg_dist import rpc
     from pyg_dist.context import DistContext
     from pyg_dist.iface import listener_kinds
-    from pyg_dist.rpc import auth
+    from pyg_dist.rpc.sockets import auth
 
     rpc.register_callee("stray_ping", lambda m: Ping(m.x * 2), replace=True)
     ctx = DistContext.from_env(num_partitions=world)

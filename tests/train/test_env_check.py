@@ -114,7 +114,7 @@ def test_flag_and_port_readers():
 
 
 def test_the_old_tensorpipe_transports_name_is_read_with_a_deprecation_line(clean_env):
-    from pyg_dist.rpc.tensorpipe import tensorpipe_transports
+    from pyg_dist.rpc.settings import tensorpipe_transports
     assert tensorpipe_transports() == ["uv"]                        # neither set
     clean_env.setenv("PYG_DIST_RPC_TRANSPORTS", "uv,shm")
     with pytest.warns(DeprecationWarning, match="PYG_DIST_RPC_TRANSPORTS is deprecated: set "

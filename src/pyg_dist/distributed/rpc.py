@@ -75,17 +75,14 @@ def shutdown_rpc(id: Optional[str] = None, graceful: bool = True, timeout: float
 def global_barrier(timeout: Optional[float] = None) -> None:
     """Returns when every member of the RPC world has called it (PyG's); raises instead of PyG's log line
     when a member does not arrive."""
-    from pyg_dist.rpc.state import live_state
-    state = live_state()
-    if state is None or not state.ready:
+    from pyg_dist import rpc
+    if not rpc.is_initialized():
         raise NotInitializedError("global_barrier: RPC is not initialised in this process; call init_rpc first")
-    if not state.uses_rpc:  # one partition: nobody to wait for
-        return
-    seconds = state.call_timeout if timeout is None else check_seconds("global_barrier", "timeout", timeout)
+    seconds = None if timeout is None else check_seconds("global_barrier", "timeout", timeout)
     try:
-        state.transport.barrier(seconds)
-    except Exception as exc:  # noqa: BLE001 -- re-raised typed, naming this member
-        raise PyGDistError(f"global_barrier of {state.name} failed: {exc}") from exc
+        rpc.barrier(seconds)
+    except PyGDistError as exc:  # PyG's name in the message
+        raise PyGDistError(f"global_barrier: {exc}") from exc
 
 
 __all__ = ["init_rpc", "shutdown_rpc", "rpc_is_initialized", "global_barrier"]

@@ -28,7 +28,7 @@ _WORKER_WORLDS = itertools.count()
 def _port_proposal(ctx: DistContext, index: int, preferred: Optional[int] = None) -> int:
     """``preferred`` (default ``rpc_port + index``) when free here, else a port the OS says is free
     (rank 0 proposes)."""
-    from pyg_dist.rpc.transport import check_port_free, pick_free_port
+    from pyg_dist.iface import check_port_free, pick_free_port
     assert ctx.rpc_port is not None  # resolved by DistContext.__post_init__
     port = ctx.rpc_port + index if preferred is None else preferred
     try:
@@ -98,8 +98,7 @@ def loader_kwargs(where: str, kwargs: dict, ctx: DistContext, stores, port: Opti
 
 def resolved_rpc_choices(choices: dict) -> dict:
     """``init_rpc``'s ``transport`` and ``wire_protection``, the ``None`` ones read from their variables now."""
-    from pyg_dist.rpc.seal import wire_mode
-    from pyg_dist.rpc.transport import transport_name
+    from pyg_dist.rpc.settings import transport_name, wire_mode
     return {"transport": transport_name(choices.get("transport")),
             "wire_protection": wire_mode(choices.get("wire_protection"))}
 

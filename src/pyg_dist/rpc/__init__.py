@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from pyg_dist._lazy import lazy_names
 
 if TYPE_CHECKING:  # visible to IDEs and type checkers; imported on first use at run time
+    from pyg_dist.iface import check_port_free
     from pyg_dist.rpc.aio import get_loop, run_coroutine, stop_loop, submit_coroutine, wrap_torch_future
     from pyg_dist.rpc.callees import (
         CallReply,
@@ -30,13 +31,13 @@ if TYPE_CHECKING:  # visible to IDEs and type checkers; imported on first use at
     )
     from pyg_dist.rpc.calls import RpcFuture, call, call_async
     from pyg_dist.rpc.runtime import (
+        barrier,
         current_context,
         init_rpc,
         is_initialized,
         rpc_session,
         shutdown_rpc,
     )
-    from pyg_dist.rpc.transport import check_port_free
 
 _LAZY = {
     # public name: the module that defines it
@@ -54,7 +55,8 @@ _LAZY = {
     "RpcFuture": "pyg_dist.rpc.calls",
     "call": "pyg_dist.rpc.calls",
     "call_async": "pyg_dist.rpc.calls",
-    "check_port_free": "pyg_dist.rpc.transport",
+    "check_port_free": "pyg_dist.iface",
+    "barrier": "pyg_dist.rpc.runtime",
     "current_context": "pyg_dist.rpc.runtime",
     "init_rpc": "pyg_dist.rpc.runtime",
     "is_initialized": "pyg_dist.rpc.runtime",

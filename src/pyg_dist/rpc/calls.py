@@ -32,7 +32,7 @@ from typing import Any, Optional
 
 import torch
 
-from ..errors import PEER_GONE, InvalidArgumentError, PyGDistError, RemoteCallError, RpcTimeoutError, check_seconds
+from ..errors import PEER_LOST, InvalidArgumentError, PyGDistError, RemoteCallError, RpcTimeoutError, check_seconds
 from . import aio, callees, verdict, wire
 from .state import require_state
 
@@ -49,9 +49,9 @@ class RpcFuture:
     """
 
     def __init__(self, fut: torch.futures.Future, op: str, partition: int, rank: int, name: str,
-                 timeout: float, peer_gone: str = PEER_GONE, said_wait: float = 0.0):
+                 timeout: float, said_wait: float = 0.0):
         self._fut, self.op, self.partition, self.rank = fut, op, partition, rank
-        self.peer_gone, self.said_wait = peer_gone, said_wait
+        self.said_wait = said_wait
         self.served_by, self.timeout = name, timeout
         #: Tensor bytes of the reply's value as it travelled (int32 ids count 4 bytes); set by the first
         #: ``wait()`` / ``await`` that returns it.
@@ -109,7 +109,7 @@ class RpcFuture:
             return RemoteCallError(self.op, self.partition, self.rank, f"{self.served_by}: {text}")
         if "timeout" in text.lower() or "timed out" in text.lower():
             return self._timeout_error(self.timeout)
-        why = verdict.said_by_rpc_rank(self.rank, self.served_by, self.said_wait) or self.peer_gone  # its own line
+        why = verdict.said_by_rpc_rank(self.rank, self.served_by, self.said_wait) or PEER_LOST  # its own line
         return RemoteCallError(self.op, self.partition, self.rank,
                                f"RPC to {self.served_by} failed in transport: {why}: {text}")
 
@@ -151,7 +151,7 @@ def call_async(partition: int, op: str, payload: Any = None, *, timeout: Optiona
         fut.set_result(callees.serve(op, payload, served_by=state.name))
         return RpcFuture(fut, op, partition, target, name, timeout)
     fut = state.transport.call(target, op, wire.pack(payload), callees.partitioning(), timeout)
-    return RpcFuture(fut, op, partition, target, name, timeout, state.transport.peer_gone, state.transport.said_wait)
+    return RpcFuture(fut, op, partition, target, name, timeout, state.transport.said_wait)
 
 
 def call(partition: int, op: str, payload: Any = None, *, timeout: Optional[float] = None) -> Any:

@@ -1,4 +1,5 @@
-"""RPC world lifecycle: init, shutdown, state, over one transport (:mod:`.transport`: ``sockets`` or ``tensorpipe``).
+"""RPC world lifecycle: init, shutdown, state, over one transport (:mod:`.transport`: ``sockets`` or ``tensorpipe``),
+in the order :mod:`.lifecycle` writes down.
 
 Idempotent and bounded: ``init_rpc`` with the same context twice is a no-op; ``shutdown_rpc`` without
 a world is a no-op; init after shutdown works (every member re-inits together). Every blocking step
@@ -16,17 +17,17 @@ from typing import Iterator, Optional
 
 from ..context import DistContext
 from ..errors import InvalidArgumentError, NotInitializedError, PyGDistError, check_positive_int, check_seconds
-from . import aio, verdict
-from . import transport as _carrier
+from . import aio, lifecycle, settings, verdict
 from .state import LOCK, WorldState, live_state, set_state
+from .transport import Transport
 
 DEFAULT_INIT_TIMEOUT = 120.0
 DEFAULT_SHUTDOWN_TIMEOUT = 120.0
 
 
-def _create(kind: str, wire: str) -> _carrier.Transport:
-    """A fresh transport of kind ``kind`` (see :data:`pyg_dist.rpc.transport.TRANSPORTS`), imported on first use;
-    ``wire``: the ``sockets`` transport's frame protection (:mod:`.seal`; TensorPipe has none)."""
+def _create(kind: str, wire: str) -> Transport:
+    """A fresh transport of kind ``kind`` (see :data:`pyg_dist.rpc.settings.TRANSPORTS`), imported on first use;
+    ``wire``: the ``sockets`` transport's frame protection (:mod:`.sockets.seal`; TensorPipe has none)."""
     if kind == "tensorpipe":
         from .tensorpipe import TensorPipeTransport
         return TensorPipeTransport()
@@ -50,9 +51,9 @@ def init_rpc(ctx: DistContext, *, timeout: float = DEFAULT_INIT_TIMEOUT,
             :func:`pyg_dist.timeouts.call_timeout`).
         num_threads: RPC server threads serving callees in this process.
         transport: ``"sockets"`` or ``"tensorpipe"`` (default: ``$PYG_DIST_TRANSPORT``, else ``"sockets"``;
-            see :mod:`pyg_dist.rpc.transport`). Every member of a world must use the same one.
+            see :mod:`pyg_dist.rpc.settings`). Every member of a world must use the same one.
         wire_protection: What the ``sockets`` transport does to every frame: ``"integrity"``, ``"encrypt"`` or
-            ``"off"`` (default: ``$PYG_DIST_WIRE_PROTECTION``, else ``"integrity"``; :mod:`pyg_dist.rpc.seal`).
+            ``"off"`` (default: ``$PYG_DIST_WIRE_PROTECTION``, else ``"integrity"``; :mod:`pyg_dist.rpc.sockets.seal`).
             Every member of a world must use the same one.
 
     Raises:
@@ -76,9 +77,8 @@ def init_rpc(ctx: DistContext, *, timeout: float = DEFAULT_INIT_TIMEOUT,
         call_timeout = bound()
     call_timeout = check_seconds(where, "call_timeout", call_timeout)
     check_positive_int(where, "num_threads", num_threads)
-    kind = _carrier.transport_name(transport)
-    from .seal import wire_mode
-    wire = wire_mode(wire_protection)
+    kind = settings.transport_name(transport)
+    wire = settings.wire_mode(wire_protection)
     rpc_rank = ctx.rpc_rank
     if rpc_rank is None:  # a trainer whose sampler workers join RPC instead (not ctx.joins_rpc)
         raise InvalidArgumentError(where, "ctx", ctx, "a context that joins RPC: num_workers=0, or "
@@ -96,7 +96,7 @@ def init_rpc(ctx: DistContext, *, timeout: float = DEFAULT_INIT_TIMEOUT,
         try:
             if state.uses_rpc:
                 state.transport = _create(kind, wire)
-                state.transport.start(ctx, name, timeout, call_timeout, num_threads)
+                lifecycle.enter_world(state.transport, ctx, name, timeout, call_timeout, num_threads)
         except BaseException:
             verdict.publish_in_flight()  # members still waiting in the rendezvous read why this one will not come
             set_state(None)
@@ -133,12 +133,32 @@ def shutdown_rpc(graceful: bool = True, timeout: float = DEFAULT_SHUTDOWN_TIMEOU
         problem: Optional[str] = None
         try:
             if state.transport is not None:
-                problem = state.transport.shutdown(graceful, timeout)
+                problem = lifecycle.leave_world(state.transport, state.ctx, graceful, timeout)
         finally:
             set_state(None)
             aio.stop_loop()
     if problem is not None:
         raise PyGDistError(f"graceful RPC shutdown of {state.name} failed; local RPC was shut down: {problem}")
+
+
+def barrier(timeout: Optional[float] = None) -> None:
+    """Returns when every member of the RPC world has called it (PyG's ``global_barrier``); ``timeout``: seconds,
+    default the per-call bound. A one-partition world returns at once.
+
+    Raises:
+        NotInitializedError: no RPC world in this process.
+        PyGDistError: a member did not arrive in time (names this member).
+    """
+    state = live_state()
+    if state is None or not state.ready:
+        raise NotInitializedError("barrier: pyg_dist RPC is not initialised in this process; call init_rpc first")
+    if state.transport is None:  # one partition: nobody to wait for
+        return
+    seconds = state.call_timeout if timeout is None else check_seconds("barrier", "timeout", timeout)
+    try:
+        state.transport.barrier(seconds)
+    except Exception as exc:  # noqa: BLE001 -- re-raised typed, naming this member
+        raise PyGDistError(f"barrier of {state.name} failed: {exc}") from exc
 
 
 def is_initialized() -> bool:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from pyg_dist.context import DistContext
-from pyg_dist.errors import NotInitializedError, PyGDistError
+from pyg_dist.errors import NotInitializedError
 
 
 @dataclass
@@ -57,12 +57,3 @@ def require_state(where: str) -> WorldState:
         raise NotInitializedError(f"{where}: pyg_dist RPC is not initialised in this process; call "
                                   "pyg_dist.rpc.init_rpc(ctx) first")
     return state
-
-
-def torch_rpc():
-    """``torch.distributed.rpc``, or a :class:`PyGDistError` when this torch build has none."""
-    import torch.distributed.rpc as rpc
-
-    if not rpc.is_available():
-        raise PyGDistError("this torch build has no torch.distributed.rpc; pyg_dist's RPC needs it")
-    return rpc

@@ -52,7 +52,7 @@ def _open_store() -> Any:
         return dist.PrefixStore(prefix, dist.distributed_c10d._get_default_store())
     state = live_state()
     if state is not None and state.uses_rpc:
-        from .leave import rendezvous_store
+        from .join import rendezvous_store
         return dist.PrefixStore(prefix, rendezvous_store(state.ctx, STORE_TIMEOUT))
     return None
 

@@ -40,7 +40,7 @@ def _buffer_pool() -> object:
 
 
 def _frame_max() -> object:
-    from pyg_dist.rpc.frames import frame_max_bytes
+    from pyg_dist.rpc.settings import frame_max_bytes
     return frame_max_bytes()
 
 
@@ -60,25 +60,22 @@ def _serve_budget() -> object:
 
 
 def _tp_transports() -> object:
-    from pyg_dist.rpc.tensorpipe import tensorpipe_transports
+    from pyg_dist.rpc.settings import tensorpipe_transports
     return tensorpipe_transports()
 
 
 def _secret_file() -> object:
-    import os
-
-    from pyg_dist.rpc.auth import SECRET_ENV, read_secret_file
-    path = os.environ.get(SECRET_ENV, "").strip()
-    return read_secret_file(path) if path else None
+    from pyg_dist.rpc.settings import file_secret
+    return file_secret()
 
 
 def _wire() -> object:
-    from pyg_dist.rpc.seal import wire_mode
+    from pyg_dist.rpc.settings import wire_mode
     return wire_mode()
 
 
 def _transport() -> object:
-    from pyg_dist.rpc.transport import transport_name
+    from pyg_dist.rpc.settings import transport_name
     return transport_name()
 
 

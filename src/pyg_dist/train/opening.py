@@ -105,8 +105,8 @@ def open_everywhere(config, ctx: DistContext, bound: Optional[float] = None):
 
     from pyg_dist.errors import PartitionFormatError, RpcTimeoutError
     from pyg_dist.format import folder_id
-    from pyg_dist.rpc.transport import run_bounded
     from pyg_dist.store import load_stores
+    from pyg_dist.timeouts import run_bounded
 
     stores, ident = None, None
     problem: Optional[PyGDistError] = None

@@ -32,8 +32,8 @@ from pyg_dist._alloc import tune_allocator, warn_huge_pages_missed
 from pyg_dist.context import DistContext
 from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_choice, check_positive_int, check_seconds
 from pyg_dist.format.precision import BATCH_DTYPES, parse_dtype
-from pyg_dist.rpc.seal import MODES as WIRE_MODES
-from pyg_dist.rpc.transport import TRANSPORTS
+from pyg_dist.rpc.settings import MODES as WIRE_MODES
+from pyg_dist.rpc.settings import TRANSPORTS
 from pyg_dist.train.opening import join_group, open_bound, open_everywhere
 
 LOG = logging.getLogger("pyg_dist")
@@ -63,11 +63,11 @@ class TrainConfig:
             count); the loaders built on the ``DistEnv`` then gather those rows there instead of copying them per
             batch. ``None`` (default): no GPU cache. Needs a CUDA ``device``.
         rpc_port: RPC's own port (default ``$PYG_DIST_RPC_PORT`` or ``MASTER_PORT + 1``).
-        transport: RPC's transport (:mod:`pyg_dist.rpc.transport`): ``"sockets"`` (pyg_dist's own: authenticated,
+        transport: RPC's transport (:mod:`pyg_dist.rpc.settings`): ``"sockets"`` (pyg_dist's own: authenticated,
             no pickle, junk-proof) or ``"tensorpipe"`` (``torch.distributed.rpc``). ``None`` (default):
             ``$PYG_DIST_TRANSPORT``, else ``"sockets"``. The loaders built on the run's ``DistEnv`` hand it to their
             sampler workers. Every rank must use the same transport.
-        wire_protection: What the ``sockets`` transport does to every frame (:mod:`pyg_dist.rpc.seal`):
+        wire_protection: What the ``sockets`` transport does to every frame (:mod:`pyg_dist.rpc.sockets.seal`):
             ``"integrity"`` (every frame's bytes checked, AES-GCM tag per frame), ``"encrypt"`` (also encrypted, for
             networks that are not trusted) or ``"off"``. ``None`` (default): ``$PYG_DIST_WIRE_PROTECTION``, else
             ``"integrity"``. The loaders built on the run's ``DistEnv`` hand it to their sampler workers.

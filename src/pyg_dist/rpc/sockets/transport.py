@@ -1,4 +1,4 @@
-"""The ``sockets`` transport: pyg_dist's own TCP carrier of calls (the default; see :mod:`.transport`).
+"""The ``sockets`` transport: pyg_dist's own TCP carrier of calls (the default; see :mod:`pyg_dist.rpc.transport`).
 
 - **One listener per process** (trainers and sampler workers), bound on this machine's address on the interface
   that reaches ``MASTER_ADDR`` (:func:`pyg_dist.iface.own_address`; ``$PYG_DIST_IFNAME`` wins), on a port the OS picks,
@@ -41,12 +41,14 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
-from ..context import DistContext
-from ..errors import PyGDistError, RpcTimeoutError
-from . import auth, callees, frames, leave, meet
+from ...context import DistContext
+from ...errors import PyGDistError, RpcTimeoutError
+from ...timeouts import run_bounded
+from .. import callees, join, leave
+from ..settings import file_secret, wire_mode
+from ..transport import Transport
+from . import auth, frames, meet
 from .conn import Conn, PeerLost, RateLimitedLog, close_quietly
-from .seal import wire_mode
-from .transport import Transport, check_port_free, run_bounded
 
 #: Transports running in this process: a forked child (a DataLoader worker) drops their sockets at once, so a
 #: listener or connection never outlives its owner in a child that does not serve it.
@@ -88,21 +90,19 @@ class SocketTransport(Transport):
         self.peers: Dict[int, Tuple[str, int, bytes]] = {}
 
     # ------------------------------------------------------------------------------------- joining
-    def start(self, ctx: DistContext, name: str, timeout: float, call_timeout: float, num_threads: int) -> None:
-        """See :meth:`pyg_dist.rpc.transport.Transport.start`."""
+    def join(self, ctx: DistContext, name: str, timeout: float, call_timeout: float, num_threads: int) -> None:
+        """See :meth:`pyg_dist.rpc.transport.Transport.join`."""
         from pyg_dist.iface import listening_socket, own_address
 
         self.ctx, self.name_, self.timeout = ctx, name, timeout
-        secret = auth.file_secret()
-        if ctx.hosts_rpc_store and not leave.is_hosting(ctx):
-            check_port_free(leave.rpc_port(ctx))
+        secret = file_secret()
         self.pool = concurrent.futures.ThreadPoolExecutor(num_threads, thread_name_prefix="pyg_dist-serve")
         self.listener = listening_socket(own_address(ctx.master_addr), 0)
         _LIVE.add(self)
         host, port = self.listener.getsockname()[:2]
         what = f"init_rpc of {name} (rpc rank {ctx.rpc_rank} of {ctx.rpc_world_size}, sockets transport)"
         try:
-            self.store = run_bounded(lambda: leave.rendezvous_store(ctx, timeout), timeout, what)
+            self.store = run_bounded(lambda: join.rendezvous_store(ctx, timeout), timeout, what)
             gen, ns = meet.generation(self.store, ctx)
             self.ns, self.ring = ns, auth.Keyring(ns, int(ctx.rpc_rank or 0), secret)
             self._spawn(self._accept_loop, "accept")
@@ -360,17 +360,13 @@ class SocketTransport(Transport):
             connected = list(self._clients)
         return self.store, f"{self.ns}/arrived", sorted(connected)
 
-    def shutdown(self, graceful: bool, timeout: float) -> Optional[str]:
-        """See :meth:`pyg_dist.rpc.transport.Transport.shutdown`."""
-        ctx = self.ctx
-        problem = leave.arrival_barrier(self, ctx, timeout) if graceful else None
-        together = graceful and problem is None
-        bound = min(timeout, 30.0)
+    def leave(self, together: bool, bound: float) -> Optional[str]:
+        """See :meth:`pyg_dist.rpc.transport.Transport.leave`: with every member, they count each other out of the
+        arrival barrier first (nobody closes a connection a peer's barrier still pings)."""
+        problem = None
         if together and not self._count_to_all(f"{self.ns}/leave", bound):
             problem = f"not every member finished the arrival barrier within {bound:g} s"
         self._close()
-        if together:
-            problem = leave.report_left_or_linger(ctx, bound) or problem
         return problem
 
     def _sockets(self) -> List[socket.socket]:

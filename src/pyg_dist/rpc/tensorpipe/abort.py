@@ -23,7 +23,7 @@ import os
 import threading
 from typing import Any, Optional
 
-from . import verdict
+from .. import verdict
 
 #: ``std::set_terminate(void (*)())`` in libstdc++ (loaded by torch).
 _SET_TERMINATE = "_ZSt13set_terminatePFvvE"

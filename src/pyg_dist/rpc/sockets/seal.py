@@ -22,17 +22,11 @@ Example:
 """
 from __future__ import annotations
 
-import os
 import struct
 from typing import Any, List, Sequence
 
-from ..errors import InvalidArgumentError
 from .frames import HEADER, FrameError
 
-#: Protections, in the order of their wire code.
-MODES = ("integrity", "encrypt", "off")
-WIRE_ENV = "PYG_DIST_WIRE_PROTECTION"
-DEFAULT_MODE = "integrity"
 TAG = 16
 _CHUNK = 1 << 20
 
@@ -43,15 +37,6 @@ class IntegrityError(FrameError):
     def __init__(self, peer: str):
         super().__init__(peer, "integrity tag", "does not match its bytes: the frame was altered on the way (a relay "
                          "or a fault between the two processes); nothing of it was used and the connection closed")
-
-
-def wire_mode(value: Any = None) -> str:
-    """``value``, else ``$PYG_DIST_WIRE_PROTECTION``, else ``integrity``; :class:`InvalidArgumentError` otherwise."""
-    where, arg = ("init_rpc", "wire_protection") if value is not None else ("sockets transport", WIRE_ENV)
-    raw = value if value is not None else (os.environ.get(WIRE_ENV, "").strip() or DEFAULT_MODE)
-    if not isinstance(raw, str) or raw.strip().lower() not in MODES:
-        raise InvalidArgumentError(where, arg, raw, f"one of {list(MODES)}")
-    return raw.strip().lower()
 
 
 def _cipher(key: bytes, seq: int, tag=None):
@@ -152,4 +137,4 @@ class Opener:
             raise IntegrityError(self.peer) from None
 
 
-__all__ = ["MODES", "WIRE_ENV", "DEFAULT_MODE", "TAG", "IntegrityError", "wire_mode", "Sealer", "Opener"]
+__all__ = ["TAG", "IntegrityError", "Sealer", "Opener"]

@@ -3,9 +3,10 @@
 **Keys.** Every process draws an X25519 key pair when its transport starts and publishes the public half with its
 address in the world's rendezvous store (:meth:`Keyring.entry`). Two processes derive their pair key from an
 X25519 exchange (which someone who only *reads* the store cannot compute) mixed with the job's secret file when
-there is one (:data:`SECRET_ENV`): ``K = HMAC-SHA256(secret or zeros, label | X25519 | namespace | client public |
-server public)``. With a secret file every published entry also carries ``HMAC(secret, namespace | rank | host |
-port | public)``: an entry written by someone who cannot read the file is refused by name
+there is one (``$PYG_DIST_SECRET_FILE``, :func:`pyg_dist.rpc.settings.file_secret`):
+``K = HMAC-SHA256(secret or zeros, label | X25519 | namespace | client public | server public)``.
+With a secret file every published entry also carries ``HMAC(secret, namespace | rank | host | port | public)``:
+an entry written by someone who cannot read the file is refused by name
 (:class:`~pyg_dist.errors.TamperedStoreError`) before anything dials it.
 
 **The handshake** (each side reads at most :data:`MAX_PREAUTH` bytes before the other proved itself, and the whole
@@ -35,18 +36,16 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import secrets
 import socket
-import stat
 import struct
 import time
 from typing import Callable, Optional, Tuple
 
-from ..errors import InvalidArgumentError, PyGDistError, TamperedStoreError
-from .seal import MODES, Opener, Sealer
+from ...errors import InvalidArgumentError, PyGDistError, TamperedStoreError
+from ..settings import MODES, SECRET_ENV
+from .seal import Opener, Sealer
 
-SECRET_ENV = "PYG_DIST_SECRET_FILE"
 HELLO = b"PGDH"
 VERSION = 2
 NONCE = 16
@@ -57,7 +56,6 @@ _REPLY = struct.Struct("<16sB32s")     # server nonce, protection, server proof
 MAX_PREAUTH = _HELLO.size + MAC
 #: Seconds a whole handshake may take (a peer trickling its bytes is cut off at this bound, not per read).
 HANDSHAKE_TIMEOUT = 10.0
-_MIN_SECRET = 16
 _LABEL = b"pyg_dist sockets v2"
 _NO_SECRET = bytes(32)
 
@@ -69,53 +67,6 @@ class HandshakeError(PyGDistError, ConnectionError):
 class HandshakeCut(HandshakeError):
     """The connection closed or stalled before the handshake ended (a listener full of strangers' connections
     closes the oldest: worth another try)."""
-
-
-def read_secret_file(path: str) -> bytes:
-    """The secret in ``path``: a regular file only its owner may read or write, holding at least 16 bytes.
-
-    A FIFO, a device or a folder is refused before it is opened (opening a FIFO would wait for a writer).
-    """
-    try:
-        info = os.stat(path)
-    except OSError as exc:
-        raise InvalidArgumentError("sockets transport", SECRET_ENV, path, f"a readable file ({exc.strerror})") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise InvalidArgumentError("sockets transport", SECRET_ENV, path,
-                                   f"a regular file (this is {_kind(info.st_mode)})")
-    if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise InvalidArgumentError("sockets transport", SECRET_ENV, path,
-                                   f"a file only its owner can read (mode {stat.filemode(info.st_mode)}; "
-                                   "chmod 600 it)")
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # never waits for a FIFO's writer
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped between the stat and the open
-                raise InvalidArgumentError("sockets transport", SECRET_ENV, path, "a regular file")
-            data = os.read(fd, 1 << 16)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        raise InvalidArgumentError("sockets transport", SECRET_ENV, path, f"a readable file ({exc.strerror})") from None
-    data = data.strip()
-    if len(data) < _MIN_SECRET:
-        raise InvalidArgumentError("sockets transport", SECRET_ENV, path,
-                                   f"a file of at least {_MIN_SECRET} bytes of secret ({len(data)})")
-    return data
-
-
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
-def file_secret() -> Optional[bytes]:
-    """The secret of ``$PYG_DIST_SECRET_FILE``, or ``None`` when it is unset."""
-    path = os.environ.get(SECRET_ENV, "").strip()
-    return read_secret_file(path) if path else None
 
 
 def _mac(key: bytes, *parts: bytes) -> bytes:
@@ -285,5 +236,5 @@ def accept(sock: socket.socket, ring: Keyring, public_of: Callable[[int], bytes]
     return Session(key, transcript, False, mode, crank, f"rpc rank {crank} at {peer}")
 
 
-__all__ = ["SECRET_ENV", "MAX_PREAUTH", "HANDSHAKE_TIMEOUT", "VERSION", "HandshakeError", "HandshakeCut",
-           "read_secret_file", "file_secret", "Keyring", "Session", "connect", "accept"]
+__all__ = ["MAX_PREAUTH", "HANDSHAKE_TIMEOUT", "VERSION", "HandshakeError", "HandshakeCut",
+           "Keyring", "Session", "connect", "accept"]

@@ -73,7 +73,7 @@ def test_a_shared_secret_file_works_and_different_ones_are_refused(tmp_path):
 def _malformed_rank(rank, world):
     from pyg_dist import rpc
     from pyg_dist.context import DistContext
-    from pyg_dist.rpc import frames
+    from pyg_dist.rpc.sockets import frames
     from pyg_dist.rpc.state import live_state
     rpc.register_callee("sock_double", _double, replace=True)
     with rpc.rpc_session(DistContext.from_env(num_partitions=world), timeout=60):
@@ -135,7 +135,7 @@ def test_transport_names_are_checked(monkeypatch):
     from pyg_dist.context import DistContext
     from pyg_dist.errors import InvalidArgumentError
     from pyg_dist.rpc import init_rpc
-    from pyg_dist.rpc.transport import transport_name
+    from pyg_dist.rpc.settings import transport_name
     from pyg_dist.train.session import TrainConfig
     ctx = DistContext(rank=0, world_size=1, num_partitions=1)
     with pytest.raises(InvalidArgumentError, match="'transport' got 'pigeon'"):
@@ -156,7 +156,8 @@ def _member_rank(rank, world):
     whose header announces bytes that never come."""
     from pyg_dist import rpc
     from pyg_dist.context import DistContext
-    from pyg_dist.rpc import conn, frames, sockets
+    from pyg_dist.rpc.sockets import conn, frames
+    from pyg_dist.rpc.sockets import transport as sockets
     from pyg_dist.rpc.state import live_state
     conn.FRAME_BASE_S = 1.0            # rank 1's frame deadline: 1 s plus 2 MiB/s of announced bytes
     rpc.register_callee("sock_double", _double, replace=True)

@@ -16,9 +16,10 @@ import torch
 
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.ops.hop import OneHop
-from pyg_dist.rpc import auth, frames, wire
+from pyg_dist.rpc import settings, wire
 from pyg_dist.rpc.callees import CallReply
-from pyg_dist.rpc.conn import PeerLost, read_frame, send_frame
+from pyg_dist.rpc.sockets import auth, frames
+from pyg_dist.rpc.sockets.conn import PeerLost, read_frame, send_frame
 from pyg_dist.store.lookup import FeatureQuery, LookupReply, LookupRequest
 from pyg_dist.store.quant import QuantRows
 
@@ -158,7 +159,7 @@ def test_frame_cap_follows_the_variable(monkeypatch):
         _read(head + b"".join(bytes(b) for b in blobs))
     monkeypatch.setenv("PYG_DIST_FRAME_MAX_MB", "lots")
     with pytest.raises(InvalidArgumentError, match="PYG_DIST_FRAME_MAX_MB"):
-        frames.frame_max_bytes()
+        settings.frame_max_bytes()
 
 
 def test_random_frames_never_crash_and_never_overallocate():
@@ -309,7 +310,7 @@ def test_the_handshake_deadline_covers_the_whole_handshake_not_each_read():
 
 
 def _sealed_pair(mode):
-    from pyg_dist.rpc.seal import Opener, Sealer
+    from pyg_dist.rpc.sockets.seal import Opener, Sealer
     key = os.urandom(32)
     return Sealer(key, mode), Opener(key, mode, "rank 3")
 
@@ -353,7 +354,7 @@ def test_sealed_frames_round_trip_in_every_mode(mode):
 
 @pytest.mark.parametrize("mode", ["integrity", "encrypt"])
 def test_any_altered_byte_a_replay_or_a_reorder_fails_the_tag(mode):
-    from pyg_dist.rpc.seal import IntegrityError
+    from pyg_dist.rpc.sockets.seal import IntegrityError
     x = torch.arange(2000, dtype=torch.float32)
     sealer, _ = _sealed_pair(mode)
     good = _sealed_bytes(sealer, {"x": x})
@@ -379,7 +380,7 @@ def test_any_altered_byte_a_replay_or_a_reorder_fails_the_tag(mode):
 
 def test_a_relay_adding_one_to_every_float_is_caught():
     """The attack of the issue, on the bytes: +1.0 to every float32 of a reply, lengths and header untouched."""
-    from pyg_dist.rpc.seal import IntegrityError
+    from pyg_dist.rpc.sockets.seal import IntegrityError
     sealer, opener = _sealed_pair("integrity")
     x = torch.rand(1000)
     head, blobs = frames.encode(frames.REPLY, 5, 2, {"x": x})
@@ -394,14 +395,14 @@ def test_secret_file_rules(tmp_path, monkeypatch):
     f.write_bytes(b"x" * 40)
     f.chmod(0o644)
     with pytest.raises(InvalidArgumentError, match="PYG_DIST_SECRET_FILE.*only its owner"):
-        auth.read_secret_file(str(f))
+        settings.read_secret_file(str(f))
     f.chmod(0o600)
-    assert auth.read_secret_file(str(f)) == b"x" * 40
+    assert settings.read_secret_file(str(f)) == b"x" * 40
     f.write_bytes(b"short")
     with pytest.raises(InvalidArgumentError, match="at least 16"):
-        auth.read_secret_file(str(f))
+        settings.read_secret_file(str(f))
     with pytest.raises(InvalidArgumentError, match="readable"):
-        auth.read_secret_file(str(tmp_path / "missing"))
+        settings.read_secret_file(str(tmp_path / "missing"))
 
 
 def test_a_fifo_or_a_folder_as_the_secret_file_is_refused_at_once(tmp_path):
@@ -409,12 +410,12 @@ def test_a_fifo_or_a_folder_as_the_secret_file_is_refused_at_once(tmp_path):
     os.mkfifo(fifo, 0o600)
     t0 = time.monotonic()
     with pytest.raises(InvalidArgumentError, match="a regular file.*a FIFO"):   # no writer: open() would wait
-        auth.read_secret_file(str(fifo))
+        settings.read_secret_file(str(fifo))
     assert time.monotonic() - t0 < 1.0
     folder = tmp_path / "dir"
     folder.mkdir(mode=0o700)
     with pytest.raises(InvalidArgumentError, match="a folder"):
-        auth.read_secret_file(str(folder))
+        settings.read_secret_file(str(folder))
 
 
 def test_decoding_a_frame_never_imports_a_module():
@@ -424,7 +425,7 @@ def test_decoding_a_frame_never_imports_a_module():
     import sys
     probe = (
         "import sys, torch, torch_geometric\n"
-        "from pyg_dist.rpc import frames\n"
+        "from pyg_dist.rpc.sockets import frames\n"
         "assert 'torch_geometric.contrib' not in sys.modules\n"
         "for name in ('torch_geometric:contrib.nn.PRBCDAttack', 'torch_geometric:contrib', 'json:decoder.JSONDecoder',"
         " 'torch_geometric:__getattr__'):\n"
@@ -450,7 +451,9 @@ def test_no_pickle_marshal_or_eval_on_the_sockets_path():
     """The modules a frame passes through never import a deserialiser of code, nor call eval/exec."""
     import pyg_dist.rpc as pkg
     root = Path(pkg.__file__).parent
-    for name in ("frames", "conn", "auth", "seal", "meet", "sockets", "callees", "wire", "transport", "state"):
+    names = [f"sockets/{n}" for n in ("frames", "conn", "auth", "seal", "meet", "transport", "__init__")]
+    names += ["callees", "wire", "transport", "state", "settings", "join", "leave", "lifecycle", "runtime"]
+    for name in names:
         tree = ast.parse((root / f"{name}.py").read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):

@@ -31,7 +31,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import os
 import struct
 import sys
 import types
@@ -41,7 +40,8 @@ from typing import Any, List, NamedTuple, Tuple
 import torch
 from torch import Tensor
 
-from ..errors import InvalidArgumentError, PyGDistError
+from ...errors import InvalidArgumentError, PyGDistError
+from ..settings import FRAME_MAX_ENV, frame_max_bytes
 
 MAGIC = b"PGDF"
 VERSION = 1
@@ -56,9 +56,7 @@ DTYPES: Tuple[torch.dtype, ...] = (
     torch.int32, torch.int64, torch.bool, torch.complex64, torch.complex128)
 _CODE = {d: i for i, d in enumerate(DTYPES)}
 
-#: Caps of one frame (``PYG_DIST_FRAME_MAX_MB`` bounds its tensor bytes).
-FRAME_MAX_ENV = "PYG_DIST_FRAME_MAX_MB"
-DEFAULT_FRAME_MAX_MB = 1024.0
+#: Caps of one frame (``PYG_DIST_FRAME_MAX_MB`` bounds its tensor bytes: :func:`pyg_dist.rpc.settings.frame_max_bytes`).
 MAX_TENSORS = 1 << 16
 MAX_NDIM = 16
 MAX_SKELETON = 8 << 20
@@ -83,18 +81,6 @@ class Header(NamedTuple):
     shape_ints: int
     skeleton: int
     payload: int
-
-
-def frame_max_bytes() -> int:
-    """The most tensor bytes of one frame (``$PYG_DIST_FRAME_MAX_MB``, default 1024 MiB), read at each call."""
-    raw = os.environ.get(FRAME_MAX_ENV, "").strip() or str(DEFAULT_FRAME_MAX_MB)
-    try:
-        mb = float(raw)
-    except ValueError:
-        mb = -1.0
-    if not mb > 0:
-        raise InvalidArgumentError("sockets transport", FRAME_MAX_ENV, raw, "a number of MiB > 0")
-    return int(mb * (1 << 20))
 
 
 # ----------------------------------------------------------------------------------------------- encoding
@@ -371,6 +357,6 @@ def decode(skeleton: bytes, tensors: List[Tensor], peer: str) -> Any:
     return out
 
 
-__all__ = ["MAGIC", "VERSION", "REQUEST", "REPLY", "PING", "PONG", "HEADER", "ENTRY", "DTYPES", "FRAME_MAX_ENV",
-           "FrameError", "Header", "TensorSpec", "frame_max_bytes", "encode", "parse_header",
+__all__ = ["MAGIC", "VERSION", "REQUEST", "REPLY", "PING", "PONG", "HEADER", "ENTRY", "DTYPES",
+           "FrameError", "Header", "TensorSpec", "encode", "parse_header",
            "parse_table", "empty_tensor", "tensor_buffer", "decode"]

@@ -1,4 +1,5 @@
-"""The ``tensorpipe`` transport: ``torch.distributed.rpc`` over TensorPipe, behind the seam (:mod:`.transport`).
+"""The ``tensorpipe`` transport: ``torch.distributed.rpc`` over TensorPipe, behind the seam
+(:mod:`pyg_dist.rpc.transport`).
 
 Kept selectable (``PYG_DIST_TRANSPORT=tensorpipe``) and tested. What it cannot do, by design upstream: it has
 no authentication, it unpickles what reaches it, and its listener aborts the process on junk (an unbounded
@@ -10,20 +11,18 @@ import contextlib
 import importlib.util
 import os
 import warnings
-from typing import Any, Iterator, List, Optional
+from datetime import timedelta
+from typing import Any, Iterator, Optional
 
 import torch
 
-from ..context import AGENT_STORE_ENV, DistContext
-from ..errors import PEER_GONE, InvalidArgumentError, PyGDistError, RpcTimeoutError
-from . import callees, leave, verdict
-from .state import torch_rpc
-from .transport import Transport, check_port_free, run_bounded
+from ...context import AGENT_STORE_ENV, DistContext
+from ...errors import InvalidArgumentError, PyGDistError, RpcTimeoutError
+from ...timeouts import run_bounded
+from .. import callees, join, leave, verdict
+from ..settings import tensorpipe_transports
+from ..transport import Transport
 
-TP_TRANSPORTS_ENV = "PYG_DIST_TENSORPIPE_TRANSPORTS"
-#: The old name of :data:`TP_TRANSPORTS_ENV`, still read (with a ``DeprecationWarning``) when the new one is unset:
-#: it read like ``PYG_DIST_TRANSPORT``, which picks pyg_dist's RPC transport, not TensorPipe's.
-TP_TRANSPORTS_OLD_ENV = "PYG_DIST_RPC_TRANSPORTS"
 #: What torch prints, once per rank, from inside ``torch.distributed.rpc.init_rpc`` with a fixed world size: its
 #: start-up (``rpc.backend_registry``) exchanges the device maps by ``all_gather_object`` over a bare
 #: ``ProcessGroupGloo`` backend it builds itself, and ``all_gather_object`` calls that deprecated. The call is
@@ -36,24 +35,13 @@ def _remote_serve(op: str, payload: Any, partitioning: Optional[str] = None) -> 
     return callees.serve_packed(op, payload, partitioning)
 
 
-def tensorpipe_transports() -> Optional[List[str]]:
-    """TensorPipe's own transports for the ``tensorpipe`` RPC transport: ``$PYG_DIST_TENSORPIPE_TRANSPORTS`` (comma
-    list of ``uv``, ``shm``, ``ibv``; ``default``: ``None``, TensorPipe's own choice), else ``["uv"]`` (TCP).
-    TensorPipe's default shared-memory transport busy-polls: measured here, an idle 2-rank world burned 35-95 % of
-    a core per rank with it and ~0 % with ``uv``, which also works across machines. The old name,
-    ``$PYG_DIST_RPC_TRANSPORTS``, is read when the new one is unset, with a ``DeprecationWarning``."""
-    var = TP_TRANSPORTS_ENV
-    if not os.environ.get(var, "").strip() and os.environ.get(TP_TRANSPORTS_OLD_ENV, "").strip():
-        var = TP_TRANSPORTS_OLD_ENV
-        warnings.warn(f"{TP_TRANSPORTS_OLD_ENV} is deprecated: set {TP_TRANSPORTS_ENV} (TensorPipe's own transports; "
-                      "PYG_DIST_TRANSPORT picks pyg_dist's RPC transport)", DeprecationWarning, stacklevel=2)
-    value = os.environ.get(var, "").strip() or "uv"
-    if value == "default":
-        return None
-    names = [v.strip() for v in value.split(",") if v.strip()]
-    if not names or any(n not in ("uv", "shm", "ibv") for n in names):
-        raise InvalidArgumentError("init_rpc", var, value, "'default' or a comma list of uv, shm, ibv")
-    return names
+def torch_rpc():
+    """``torch.distributed.rpc``, or a :class:`PyGDistError` when this torch build has none."""
+    import torch.distributed.rpc as rpc
+
+    if not rpc.is_available():
+        raise PyGDistError("this torch build has no torch.distributed.rpc; pyg_dist's RPC needs it")
+    return rpc
 
 
 def _init_torch_rpc(rpc: Any, name: str, ctx: DistContext, opts: Any) -> None:
@@ -61,6 +49,37 @@ def _init_torch_rpc(rpc: Any, name: str, ctx: DistContext, opts: Any) -> None:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=TORCH_RPC_INIT_WARNING)
         rpc.init_rpc(name, rank=ctx.rpc_rank, world_size=ctx.rpc_world_size, rpc_backend_options=opts)
+
+
+#: Scheme of the trainer world's rendezvous under torchrun: torchrun's agent store, one key space per attempt.
+ATTEMPT_SCHEME = "pygdistattempt"
+
+
+def _attempt_rendezvous(url: str, timeout: timedelta = timedelta(seconds=300), **_):
+    """``env://`` through :func:`pyg_dist.group.attempt_store` (torch RPC's rendezvous handler for trainer worlds)."""
+    from urllib.parse import parse_qs, urlparse
+
+    query = {k: v[0] for k, v in parse_qs(urlparse(url).query).items()}
+    rank, world_size = int(query["rank"]), int(query["world_size"])
+    from pyg_dist.group import attempt_store
+
+    yield attempt_store(world_size, timeout), rank, world_size
+    raise RuntimeError("pyg_dist's torchrun rendezvous cannot re-rendezvous")  # like torch's own handlers
+
+
+def init_method(ctx: DistContext) -> str:
+    """The ``init_method`` torch RPC gets: ``ctx.rpc_init_method``, with ``env://`` (a trainer world under
+    torchrun) made per attempt (:func:`_attempt_rendezvous`)."""
+    method = ctx.rpc_init_method
+    if method != "env://":
+        return method
+    import importlib
+    rdzv = importlib.import_module("torch.distributed.rendezvous")  # the module (the package exports a function)
+    try:
+        rdzv.register_rendezvous_handler(ATTEMPT_SCHEME, _attempt_rendezvous)
+    except RuntimeError:  # registered by an earlier init in this process
+        pass
+    return f"{ATTEMPT_SCHEME}://"
 
 
 @contextlib.contextmanager
@@ -74,26 +93,23 @@ def _without_env(var: Optional[str]) -> Iterator[None]:
 
 
 class TensorPipeTransport(Transport):
-    """``torch.distributed.rpc`` with TensorPipe (``uv`` by default), rendezvous as :mod:`.leave` sets up."""
+    """``torch.distributed.rpc`` with TensorPipe (``uv`` by default), rendezvous as :mod:`pyg_dist.rpc.join` sets up."""
 
     name = "tensorpipe"
-    peer_gone = PEER_GONE
     said_wait = verdict.SAID_WAIT  # an abort publishes its line as the process dies (abort.install)
 
-    def start(self, ctx: DistContext, name: str, timeout: float, call_timeout: float, num_threads: int) -> None:
-        """See :meth:`pyg_dist.rpc.transport.Transport.start`."""
+    def join(self, ctx: DistContext, name: str, timeout: float, call_timeout: float, num_threads: int) -> None:
+        """See :meth:`pyg_dist.rpc.transport.Transport.join`."""
         rpc = torch_rpc()
         if importlib.util.find_spec("numpy") is None:
             raise PyGDistError("torch RPC needs numpy importable (its init gathers objects with it); "
                                "pip install numpy")
-        if ctx.hosts_rpc_store and not leave.is_hosting(ctx):
-            check_port_free(leave.rpc_port(ctx))
         from pyg_dist.iface import apply_ifname
 
         from . import abort
         apply_ifname(ctx.master_addr)
         abort.install(name)  # a transport abort (a stray connection) prints one typed line before SIGABRT
-        method = leave.init_method(ctx)
+        method = init_method(ctx)
         names = tensorpipe_transports()
         opts = rpc.TensorPipeRpcBackendOptions(init_method=method, rpc_timeout=call_timeout,
                                                num_worker_threads=num_threads,
@@ -101,11 +117,11 @@ class TensorPipeTransport(Transport):
         what = f"init_rpc of {name} (rpc rank {ctx.rpc_rank} of {ctx.rpc_world_size}) via {method}"
         # Workers inherit TORCHELASTIC_USE_AGENT_STORE from torchrun; with it a tcp:// rendezvous acts as a
         # store client only and hangs (design.md §7). Hide it while the rendezvous runs (rank 0 also
-        # hosts the store itself, see leave.host_store), restore it afterwards for DDP.
+        # hosts the store itself, see join.host_store), restore it afterwards for DDP.
         drop = AGENT_STORE_ENV if method.startswith("tcp://") else None
         try:
             if ctx.hosts_rpc_store:
-                leave.host_store(ctx, timeout)
+                join.host_store(ctx, timeout)
             with _without_env(drop):
                 run_bounded(lambda: _init_torch_rpc(rpc, name, ctx, opts), timeout, what)
         except RpcTimeoutError as exc:
@@ -133,13 +149,11 @@ class TensorPipeTransport(Transport):
         """See :meth:`pyg_dist.rpc.transport.Transport.barrier`."""
         torch_rpc().api._all_gather(None, timeout=timeout)
 
-    def shutdown(self, graceful: bool, timeout: float) -> Optional[str]:
-        """See :meth:`pyg_dist.rpc.transport.Transport.shutdown`."""
-        rpc, ctx = torch_rpc(), self.ctx
-        problem = leave.arrival_barrier(self, ctx, timeout) if graceful else None
-        together = graceful and problem is None  # torch's own graceful path would wait for the dead
+    def leave(self, together: bool, bound: float) -> Optional[str]:
+        """See :meth:`pyg_dist.rpc.transport.Transport.leave` (torch's own graceful path would wait for the dead:
+        it runs only ``together``)."""
+        rpc, problem = torch_rpc(), None
         what = f"rpc.shutdown(graceful={together}) of {self.name_}"
-        bound = min(timeout, 30.0)
         try:
             run_bounded(lambda: rpc.shutdown(graceful=together, timeout=bound if together else 0),
                         3 * bound + 10.0, what)
@@ -148,9 +162,7 @@ class TensorPipeTransport(Transport):
         except Exception as exc:  # noqa: BLE001 -- reported by the caller as a PyGDistError
             text = str(exc).strip()
             problem = f"{what} failed: {text.splitlines()[0] if text else repr(exc)}"
-        if together:
-            problem = leave.report_left_or_linger(ctx, bound) or problem
         return problem
 
 
-__all__ = ["TensorPipeTransport", "TP_TRANSPORTS_ENV"]
+__all__ = ["TensorPipeTransport", "torch_rpc"]

@@ -24,9 +24,9 @@ import time
 from datetime import timedelta
 from typing import Dict, List, Tuple
 
-from ..context import DistContext
-from ..errors import PeerFailedError, PyGDistError, RpcTimeoutError, TamperedStoreError
-from . import verdict
+from ...context import DistContext
+from ...errors import PeerFailedError, PyGDistError, RpcTimeoutError, TamperedStoreError
+from .. import verdict
 from .auth import Keyring
 
 NS = "pyg_dist/sockets"
