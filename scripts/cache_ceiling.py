@@ -59,7 +59,8 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
 
     from pyg_dist.sampler.neighbor import NeighborSampler
-    from pyg_dist.store.cache_fill import budget_rows, cached_attrs, degree_ranking
+    from pyg_dist.store.cache.fill import budget_rows, cached_attrs
+    from pyg_dist.store.cache.ranking import degree_ranking
     data, (gs, fs) = whole_graph(args.folder)
     sampler = NeighborSampler(data, args.fanouts)
     own, n = fs.get_global_id(), data.num_nodes

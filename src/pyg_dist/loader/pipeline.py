@@ -39,7 +39,7 @@ from pyg_dist.sampler.timing import StageTimes
 
 if TYPE_CHECKING:
     from pyg_dist.loader.seed_split import SeedShare
-    from pyg_dist.store.device_cache import DeviceFeatureCache
+    from pyg_dist.store.cache.device import DeviceFeatureCache
 
 
 class PipelineLoader(KeyedDataLoader):

@@ -1,5 +1,5 @@
-"""Building a :class:`~pyg_dist.store.cache.FeatureCache` by policy: ``"degree"`` (the store's own ranking,
-:func:`~pyg_dist.store.cache_fill.degree_ranking`) or ``"presample"`` (warm-up batches of this sampler count
+"""Building a :class:`~pyg_dist.store.cache.rows.FeatureCache` by policy: ``"degree"`` (the store's own ranking,
+:func:`~pyg_dist.store.cache.ranking.degree_ranking`) or ``"presample"`` (warm-up batches of this sampler count
 the remote nodes they reach). The policy lives here, above the store, because presampling needs the sampler;
 the store keeps only the ranking-agnostic parts (budget, bulk fill).
 
@@ -17,15 +17,9 @@ from torch import Tensor
 
 from pyg_dist.errors import InvalidArgumentError, check_choice, check_positive_int
 from pyg_dist.format.cache_file import rank_by_count
-from pyg_dist.store.cache import FeatureCache
-from pyg_dist.store.cache_fill import (
-    budget_rows,
-    cached_attrs,
-    degree_ranking,
-    fill_rows,
-    fill_rows_collective,
-    owned_mask,
-)
+from pyg_dist.store.cache.fill import budget_rows, cached_attrs, fill_rows, fill_rows_collective
+from pyg_dist.store.cache.ranking import degree_ranking, owned_mask
+from pyg_dist.store.cache.rows import FeatureCache
 
 POLICIES = ("degree", "presample")
 _WHERE = "build_cache"

@@ -59,7 +59,7 @@ class TrainConfig:
             ``cpu``), ``"cpu"``, ``"cuda"`` (the same GPU rule) or ``"cuda:N"``. ``wrap_ddp`` puts the model there and
             the distributed loaders built on the ``DistEnv`` deliver batches there (:mod:`pyg_dist.loader.device`).
         gpu_cache_bytes: Keep this many bytes of the partition's hottest node rows on the GPU
-            (:mod:`pyg_dist.store.device_cache`: the remote-feature cache's rows first, then owned rows by in-edge
+            (:mod:`pyg_dist.store.cache.device`: the remote-feature cache's rows first, then owned rows by in-edge
             count); the loaders built on the ``DistEnv`` then gather those rows there instead of copying them per
             batch. ``None`` (default): no GPU cache. Needs a CUDA ``device``.
         rpc_port: RPC's own port (default ``$PYG_DIST_RPC_PORT`` or ``MASTER_PORT + 1``).
@@ -207,7 +207,7 @@ class DistEnv:
         ctx: This process's :class:`~pyg_dist.context.DistContext`.
         device: ``TrainConfig.device``, by default ``cuda:LOCAL_RANK % GPUs`` with CUDA, else ``cpu``.
         graph_store / feature_store: This rank's partition (``LocalGraphStore`` / ``LocalFeatureStore``).
-        gpu_cache: The :class:`~pyg_dist.store.device_cache.DeviceFeatureCache` of ``TrainConfig.gpu_cache_bytes``,
+        gpu_cache: The :class:`~pyg_dist.store.cache.device.DeviceFeatureCache` of ``TrainConfig.gpu_cache_bytes``,
             or ``None``; the distributed loaders built on this env use it.
     """
     config: TrainConfig
@@ -389,7 +389,7 @@ def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
             if config.cache_ratio is not None:
                 _fill_cache(config, ctx, graph_store, feature_store)
             if config.gpu_cache_bytes is not None:
-                from pyg_dist.store.device_cache import build_device_cache
+                from pyg_dist.store.cache.device import build_device_cache
                 env.gpu_cache = build_device_cache(feature_store, graph_store, device, config.gpu_cache_bytes,
                                                    timeout=config.call_timeout or config.timeout)
                 LOG.info("rank %d: %s", ctx.rank, env.gpu_cache)

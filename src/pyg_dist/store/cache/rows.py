@@ -4,7 +4,7 @@ On the reference graph a quarter of every batch's feature rows belong to other p
 partitioning does better (``scripts/locality_ceiling.py``). Features do not change during training,
 so a partition can keep copies of the remote rows its batches ask for most; the feature lookup then
 reads owned rows locally, cached rows from here, and only the rest from their owners
-(:func:`pyg_dist.store.lookup.plan_lookup`). Which rows: :mod:`pyg_dist.store.cache_fill`.
+(:func:`pyg_dist.store.lookup.plan_lookup`). Which rows: :mod:`pyg_dist.store.cache.ranking`.
 
 Layout: per node type a SORTED int64 array of global ids and, per cached attribute, one row per id.
 The ids are the persistent form (``part_<i>/feature_cache.pt``, written by the partitioner, or a

@@ -1,19 +1,12 @@
-"""Which remote rows a :class:`~pyg_dist.store.cache.FeatureCache` keeps, and filling it (the store's part:
-the ``"degree"`` ranking, budgets and bulk reads; :func:`pyg_dist.sampler.cache_policy.build_cache` chooses the
-policy, and ranks ``"presample"`` with the sampler).
-
-Policies (ranking the node ids other partitions own; the top ones within the budget are kept):
-
-* ``"degree"``: by the number of this partition's in-edges they are the source of (edges into owned
-  nodes), i.e. how many owned nodes can sample them at the first hop. Pure local work (one counting pass
-  over the partition's edges); the partitioner uses it to write ``feature_cache.pt`` (``--cache-ratio``).
-* ``"presample"``: by how often they appear in sampled batches: a few warm-up batches of the rank's seeds
-  are sampled (remote hops included, no features fetched) and every remote node counted (GLT's idea).
+"""How many rows a cache may take and reading them: the budget (:func:`budget_rows`), the attributes
+(:func:`cached_attrs`) and the bulk fill (:func:`fill_rows` over RPC, :func:`fill_rows_collective` through the
+process group).
 
 Budget: ``cache_ratio`` (a fraction of the partition's own bytes of the cached attributes) or
 ``cache_bytes``; ids and rows both count. Filling: bulk reads through the feature store (chunks of
 :data:`FILL_CHUNK_BYTES`, one request per owner each), into shared memory so that sampler workers map
-the same pages.
+the same pages. Which rows: :mod:`.ranking` (``"degree"``) or the sampler's presampling
+(:func:`pyg_dist.sampler.cache_policy.build_cache` chooses the policy).
 
 Example (in every rank, inside an RPC session):
     >>> cache = build_cache(graph, feats, "degree", cache_ratio=0.25)        # doctest: +SKIP
@@ -28,51 +21,11 @@ from torch import Tensor
 
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.format.cache_file import DEFAULT_CACHE_ATTRS as DEFAULT_ATTRS
-from pyg_dist.format.cache_file import CacheEntry, degree_ranked, owned_ranked, rows_within
+from pyg_dist.format.cache_file import CacheEntry, rows_within
 
 #: Rows per fill request: at most this many bytes (one request per owner per chunk).
 FILL_CHUNK_BYTES = 64 << 20
 _WHERE = "build_cache"
-
-
-# ------------------------------------------------------------------------------------------- rankings
-def owned_mask(book, ntype: str, part: int, num_nodes: int) -> Tensor:
-    mask = torch.zeros(num_nodes, dtype=torch.bool)
-    mask[book.owned_ids(ntype, part)] = True
-    return mask
-
-
-def owned_in_edge_sources(graph_store, ntype: str) -> List[Tensor]:
-    """The source ids (of ``ntype``) of every in-edge of this partition's OWNED nodes, one tensor per edge type:
-    what both degree rankings count (a hybrid folder holds every destination's in-edges; only the owned ones'
-    are kept)."""
-    book, part = graph_store.book, graph_store.partition
-    sources = []
-    for et in graph_store.edge_types:
-        if et[0] != ntype:
-            continue
-        csc, (start, _) = graph_store.local_csc(et), graph_store.dst_range(et)  # row may be int32 (compact)
-        if graph_store.partition_meta.hybrid:
-            lo, hi = book.owned_range(et[2], part)
-            sources.append(csc.row[int(csc.colptr[lo - start]):int(csc.colptr[hi - start])])
-        else:
-            sources.append(csc.row)
-    return sources
-
-
-def degree_ranking(graph_store, ntype: str) -> Tensor:
-    """Remote ids of ``ntype`` ranked by their number of edges into this partition's owned nodes."""
-    sources = owned_in_edge_sources(graph_store, ntype)
-    owned = owned_mask(graph_store.book, ntype, graph_store.partition, graph_store.book.num_items(ntype))
-    return degree_ranked(sources, owned)
-
-
-def owned_degree_ranking(graph_store, ntype: str) -> Tensor:
-    """Every OWNED id of ``ntype``, ranked by the same count as :func:`degree_ranking` (zero counts last, by
-    id): the order the device cache takes a partition's own rows in."""
-    sources = owned_in_edge_sources(graph_store, ntype)
-    owned = owned_mask(graph_store.book, ntype, graph_store.partition, graph_store.book.num_items(ntype))
-    return owned_ranked(sources, owned)
 
 
 # ------------------------------------------------------------------------------------------- budget
@@ -178,5 +131,4 @@ def fill_rows_collective(feature_store, ids: Dict[str, Tensor], attrs: Dict[str,
     return entries
 
 
-__all__ = ["degree_ranking", "owned_degree_ranking", "owned_in_edge_sources", "budget_rows", "fill_rows",
-           "fill_rows_collective", "cached_attrs", "DEFAULT_ATTRS"]
+__all__ = ["budget_rows", "fill_rows", "fill_rows_collective", "cached_attrs", "DEFAULT_ATTRS", "FILL_CHUNK_BYTES"]

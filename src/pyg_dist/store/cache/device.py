@@ -3,10 +3,10 @@
 With the model on a GPU every batch's node rows cross PCIe: ~150 MB per batch of the products-shaped graph
 (1024 seeds, fanouts [15, 10, 5], 100 float32 features). The rows do not change during training, so the rows
 batches ask for most can live on the GPU instead: the remote-feature cache's rows
-(:class:`~pyg_dist.store.cache.FeatureCache`, which batches would otherwise read from host memory) first, then,
+(:class:`~pyg_dist.store.cache.rows.FeatureCache`, which batches would otherwise read from host memory) first, then,
 while the byte budget lasts, the partition's own rows ranked by how many of its in-edges they are the source of
 (the rows sampling reaches most; the same count as the host cache's ranking,
-:func:`~pyg_dist.store.cache_fill.owned_degree_ranking`). A batch's feature round then asks the host only for
+:func:`~pyg_dist.store.cache.ranking.owned_degree_ranking`). A batch's feature round then asks the host only for
 the rows the GPU does not hold (:func:`pyg_dist.sampler.features.fetch_features_async`), and the loader's device stage
 (:mod:`pyg_dist.loader.device`) assembles each attribute on the GPU from the cached rows and the copied host
 rows: cached rows are neither gathered on the host nor copied per batch.
@@ -31,8 +31,9 @@ from torch import Tensor
 
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.format.cache_file import DEFAULT_CACHE_ATTRS, CacheEntry, rows_within
-from pyg_dist.store.cache import FeatureCache
-from pyg_dist.store.cache_fill import cached_attrs, owned_degree_ranking
+from pyg_dist.store.cache.fill import cached_attrs
+from pyg_dist.store.cache.ranking import owned_degree_ranking
+from pyg_dist.store.cache.rows import FeatureCache
 
 _WHERE = "build_device_cache"
 #: Attributes cached by default, where the folder has them (what the sampler fetches by default; the host
