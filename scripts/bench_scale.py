@@ -10,7 +10,10 @@ each rank writes its own timeline. Prints ONE table, one row per job:
 - ``procs``: processes in the RPC world (trainers x (1 + workers)); ``exit``: the job's exit code;
 - ``launch->batch s``: launch to the first batch (slowest rank), ``start cpu s/proc``: the CPU seconds a trainer
   spent until its first batch (mean over trainers: the per-process cost of starting, which on a 2-core machine
-  is what must not grow with width while the wall time does), ``epoch s`` (slowest rank), ``shutdown s`` (the
+  is what must not grow with width while the wall time does), split into ``import / session / batch``: the
+  interpreter and the libraries' imports (nothing of pyg_dist runs yet: what the machine's contention alone
+  does to a process), ``dist_session`` (process group, partition, RPC world), the loader and its first batch;
+  ``epoch s`` (slowest rank), ``shutdown s`` (the
   slowest rank's end of epoch to leaving ``dist_session``: workers stopped, RPC and the process group left),
   ``exit s`` (the last rank leaving ``dist_session`` to the job's exit: interpreters ending, torchrun's agent);
 - per process, the largest over the job's processes: ``threads``, ``open files``, ``sockets``, ``RSS MB``;
@@ -49,9 +52,9 @@ def rank_main(args) -> None:
 
     from pyg_dist import DistNeighborLoader, TrainConfig, dist_session, wrap_ddp
     out = Path(args.out)
-    times: Dict[str, float] = {}
+    times: Dict[str, float] = {"import_cpu": _cpu_seconds()}  # the interpreter and the libraries, nothing of ours
     with dist_session(TrainConfig(args.partition_dir, num_workers=args.workers)) as env:
-        times["opened"] = time.time()
+        times["opened"], times["open_cpu"] = time.time(), _cpu_seconds()
         loader = DistNeighborLoader(env, [10, 5], input_nodes="train_mask", batch_size=256, shuffle=True,
                                     num_workers=args.workers, seed=0)
         model = wrap_ddp(GraphSAGE(env.num_features(None), 64,
@@ -195,14 +198,24 @@ def run_row(trainers: int, workers: int, args) -> Dict[str, object]:
     seeds, times = _seed_check(out, trainers)
     first = [t["first_batch"] - launched for t in times.values()]
     cpu = [t["start_cpu"] for t in times.values()]
+    imp = [t.get("import_cpu", float("nan")) for t in times.values()]
+    sess = [t.get("open_cpu", float("nan")) - t.get("import_cpu", float("nan")) for t in times.values()]
     epoch = [t["epoch_end"] - t["first_batch"] for t in times.values()]
     leave = [t["left"] - t["epoch_end"] for t in times.values()]
     last_left = max((t["left"] for t in times.values()), default=ended)
     return {"trainers": trainers, "workers": workers, "procs": trainers * (1 + workers), "exit": code,
             "launch_to_batch_s": max(first, default=float("nan")),
             "start_cpu_s_per_proc": sum(cpu) / len(cpu) if cpu else float("nan"),
+            "import_cpu_s_per_proc": sum(imp) / len(imp) if imp else float("nan"),
+            "session_cpu_s_per_proc": sum(sess) / len(sess) if sess else float("nan"),
             "epoch_s": max(epoch, default=float("nan")), "shutdown_s": max(leave, default=float("nan")),
             "exit_s": ended - last_left, **peak, "seeds": seeds}
+
+
+def _split(r: dict) -> str:
+    """``start cpu s/proc`` as imports / ``dist_session`` / loader and first batch."""
+    imp, sess = r["import_cpu_s_per_proc"], r["session_cpu_s_per_proc"]
+    return f"{imp:.2f} / {sess:.2f} / {r['start_cpu_s_per_proc'] - imp - sess:.2f}"
 
 
 def _rows(text: str) -> List[Tuple[int, int]]:
@@ -227,7 +240,8 @@ def main() -> None:
     args = p.parse_args()
     if args.rank_main:
         return rank_main(args)
-    head = ("trainers x workers", "procs", "exit", "launch->batch s", "start cpu s/proc", "epoch s", "shutdown s",
+    head = ("trainers x workers", "procs", "exit", "launch->batch s", "start cpu s/proc", "import / session / batch",
+            "epoch s", "shutdown s",
             "exit s", "threads", "open files", "sockets", "RSS MB", "seeds")
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
@@ -236,7 +250,8 @@ def main() -> None:
         r = run_row(trainers, workers, args)
         rows.append(r)
         print(f"| {trainers} x {workers} | {r['procs']} | {r['exit']} | {r['launch_to_batch_s']:.1f} | "
-              f"{r['start_cpu_s_per_proc']:.2f} | {r['epoch_s']:.1f} | {r['shutdown_s']:.1f} | {r['exit_s']:.1f} | "
+              f"{r['start_cpu_s_per_proc']:.2f} | {_split(r)} | {r['epoch_s']:.1f} | {r['shutdown_s']:.1f} | "
+              f"{r['exit_s']:.1f} | "
               f"{r['threads']} | "
               f"{r['files']} | {r['sockets']} | {r['rss_mb']} | {r['seeds']} |", flush=True)
     if args.json:

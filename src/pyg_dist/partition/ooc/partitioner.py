@@ -222,7 +222,7 @@ class OutOfCorePartitioner:
         perms.mkdir(exist_ok=True)
         for p in tqdm(range(c.num_parts), desc="writing partitions", disable=not progress, leave=False):
             if self.comm.mine(p):
-                write_part(tmp, perms, g, nodes, edges, p, tally, self.allow_nonfinite, c.stored_dtype)
+                write_part(tmp, perms, g, nodes, edges, p, tally, self.allow_nonfinite, c.stored_dtype, c.memory_budget)
         tally = PartTally.merge(self.comm.all_gather(tally))  # also: every partition is written
         if not self._shared:
             collect_perms(self.comm, perms, edges, c.num_parts)

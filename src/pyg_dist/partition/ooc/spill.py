@@ -73,6 +73,15 @@ class Buckets:
             self._files[(bucket, c)].flush()
         return {c: np.fromfile(self._path(bucket, c), dtype=d) for c, d in self.columns.items()}
 
+    def mapped(self, bucket: int) -> Dict[str, np.ndarray]:
+        """``bucket``'s columns as read-only memory maps (nothing read until used), in append order."""
+        out: Dict[str, np.ndarray] = {}
+        for c, d in self.columns.items():
+            self._files[(bucket, c)].flush()
+            path = self._path(bucket, c)
+            out[c] = np.memmap(path, dtype=d, mode="r") if path.stat().st_size else np.zeros(0, dtype=d)
+        return out
+
     def drop(self, bucket: int) -> None:
         """Deletes ``bucket``'s files (after it was read for the last time)."""
         for c in self.columns:

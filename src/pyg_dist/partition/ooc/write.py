@@ -3,13 +3,14 @@ then one partition at a time built (CSC, relabelled), written in the same layout
 :mod:`pyg_dist.partition.writer` (every file ``fsync``'ed; a failed write is a
 :class:`~pyg_dist.errors.FileWriteError` naming the file), and measured for the quality report.
 
-Memory: the O(N) node orders, one chunk of edges while spilling, then one partition's edges and rows.
+Memory: the O(N) node orders, one chunk of edges while spilling, then one partition's edges sorted within
+the memory budget (:mod:`.csc`) and its rows.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -22,7 +23,8 @@ from pyg_dist.format.precision import cast_features
 from pyg_dist.format.schema import EdgeEntry, GraphEntry, NodeEntry
 from pyg_dist.partition.ooc.chunked import ChunkedGraph, check_ids, take_rows
 from pyg_dist.partition.ooc.comm import Comm
-from pyg_dist.partition.ooc.spill import Buckets, count_distinct, stable_order
+from pyg_dist.partition.ooc.csc import SortedInEdges, edge_range, mapped
+from pyg_dist.partition.ooc.spill import Buckets
 from pyg_dist.partition.renumber import NodeOrder
 from pyg_dist.partition.source import nonfinite_rows
 
@@ -45,11 +47,17 @@ class PartTally:
     halo_pp: Dict[int, int] = field(default_factory=dict)
     train_pp: Dict[NodeType, Dict[int, int]] = field(default_factory=dict)
     nonfinite: List[str] = field(default_factory=list)
-    remote: Dict[NodeType, List[np.ndarray]] = field(default_factory=dict)  # this partition's, per source type
+    remote: Dict[NodeType, np.ndarray] = field(default_factory=dict)  # this partition's, marked per source type
 
-    def close_part(self, p: int, num_nodes: Dict[NodeType, int]) -> None:
+    def mark_remote(self, ntype: NodeType, ids: np.ndarray, num_nodes: int) -> None:
+        """Marks remote source ids of the partition being written (its halo, once per id)."""
+        if ntype not in self.remote:
+            self.remote[ntype] = np.zeros(num_nodes, dtype=bool)
+        self.remote[ntype][ids] = True
+
+    def close_part(self, p: int) -> None:
         """Counts the partition's halo (distinct remote sources per type, over all its edge types)."""
-        self.halo_pp[p] = sum(count_distinct(np.concatenate(r), num_nodes[t]) for t, r in self.remote.items())
+        self.halo_pp[p] = sum(int(marks.sum()) for marks in self.remote.values())
         self.remote = {}
 
     @staticmethod
@@ -112,37 +120,26 @@ def _finite(name: str, value: Tensor, tally: PartTally, allow: bool) -> None:
 
 
 def _graph_entry(g, et, sp: SpilledEdges, dst: NodeOrder, p: int, perms: Path, tally: PartTally,
-                 src_bounds: Tensor) -> Dict[str, Any]:
-    rows = sp.buckets.read(p)
-    sp.buckets.drop(p)
-    eid = rows["eid"]
-    if eid.size > 1 and not bool((eid[1:] > eid[:-1]).all()):  # shipped by several ranks: input order first
-        first = stable_order(eid)
-        rows = {k: v[first] for k, v in rows.items()}
-        del first
-    del eid
-    col = rows.pop("col")
-    if "time" in rows:  # ties by edge time, then input order: two stable sorts
-        by_time = stable_order(rows.pop("time"))
-        order = by_time[stable_order(col[by_time])]
-    else:
-        order = stable_order(col)
-    col = col[order].astype(np.int64)  # one column gathered at a time: one partition's peak stays low
-    save_npy(perms / f"perm_{M.edge_type_str(et)}_{p}.npy", rows.pop("eid")[order])
-    row = rows.pop("row")[order].astype(np.int64)
-    del rows, order
-    lo, hi = int(sp.bounds[p]), int(sp.bounds[p + 1])
+                 src_bounds: Tensor, budget: int) -> Tuple[Dict[str, Any], SortedInEdges]:
+    """Partition ``p``'s CSC of ``et`` over memory-mapped arrays (:mod:`.csc`: sorted within ``budget`` bytes),
+    and the sorted edges (closed once the entry is saved)."""
+    s_lo, s_hi = int(src_bounds[p]), int(src_bounds[p + 1])
     d_lo, d_hi = int(dst.bounds[p]), int(dst.bounds[p + 1])
-    colptr = np.zeros(d_hi - d_lo + 1, dtype=np.int64)
-    np.cumsum(np.bincount(col - d_lo, minlength=d_hi - d_lo), out=colptr[1:])
-    remote = row[(row < int(src_bounds[p])) | (row >= int(src_bounds[p + 1]))]
-    tally.cut += remote.size
-    tally.total += row.size
-    tally.remote.setdefault(et[0], []).append(remote)
-    tally.edges_pp[p] = tally.edges_pp.get(p, 0) + row.size
-    return GraphEntry(row=torch.from_numpy(row), col=torch.from_numpy(col), edge_id=torch.arange(lo, hi),
-                      size=(g.num_nodes[et[0]], g.num_nodes[et[2]]), colptr=torch.from_numpy(colptr),
-                      dst_start=d_lo, dst_end=d_hi).to_dict()
+
+    def count(row: np.ndarray) -> None:  # the quality report: cut edges, halo sources
+        remote = row[(row < s_lo) | (row >= s_hi)]
+        tally.cut += remote.size
+        tally.total += row.size
+        tally.mark_remote(et[0], remote, g.num_nodes[et[0]])
+
+    edges = SortedInEdges(sp.buckets, p, d_lo, d_hi, perms, perms / f"perm_{M.edge_type_str(et)}_{p}.npy",
+                          budget, on_slice=count)
+    lo, hi = edge_range(sp.bounds, p)
+    tally.edges_pp[p] = tally.edges_pp.get(p, 0) + hi - lo
+    entry = GraphEntry(row=torch.from_numpy(edges.row), col=torch.from_numpy(edges.col),
+                       edge_id=torch.arange(lo, hi), size=(g.num_nodes[et[0]], g.num_nodes[et[2]]),
+                       colptr=torch.from_numpy(edges.colptr), dst_start=d_lo, dst_end=d_hi).to_dict()
+    return entry, edges
 
 
 def _rows(attrs: Dict[str, Any], idx: np.ndarray, label: str, tally: PartTally, allow: bool,
@@ -182,16 +179,19 @@ def _node_entry(g, t: NodeType, no: NodeOrder, p: int, tally: PartTally, allow: 
 
 def write_part(root: Path, perms: Path, g: ChunkedGraph, nodes: Dict[NodeType, NodeOrder],
                edges: Dict[EdgeType, SpilledEdges], p: int, tally: PartTally, allow_nonfinite: bool,
-               feature_dtype: Optional[torch.dtype] = None) -> None:
+               feature_dtype: Optional[torch.dtype] = None, budget: int = 2 << 30) -> None:
     """Writes ``part_<p>/{graph,node_feats,edge_feats}.pt`` from partition ``p``'s bucket (and its original
-    edge ids to ``perms``, for the edge maps), features in ``feature_dtype`` (``None``: as given)."""
+    edge ids to ``perms``, for the edge maps), features in ``feature_dtype`` (``None``: as given); its edges are
+    sorted within ``budget`` bytes of working memory (:mod:`.csc`)."""
     h = g.is_hetero
     tally.edges_pp[p] = 0
-    graph = {et: _graph_entry(g, et, sp, nodes[et[2]], p, perms, tally, nodes[et[0]].bounds)
+    built = {et: _graph_entry(g, et, sp, nodes[et[2]], p, perms, tally, nodes[et[0]].bounds, budget)
              for et, sp in edges.items()}
-    tally.close_part(p, g.num_nodes)
-    _fsio.save(untyped(graph, HOMO_EDGE, h), M.graph_path(root, p))
-    del graph
+    tally.close_part(p)
+    _fsio.save(untyped({et: entry for et, (entry, _) in built.items()}, HOMO_EDGE, h), M.graph_path(root, p))
+    for _, sorted_edges in built.values():
+        sorted_edges.close()
+    del built
     nfeat = {t: _node_entry(g, t, no, p, tally, allow_nonfinite, feature_dtype) for t, no in nodes.items()}
     _fsio.save(untyped(nfeat, HOMO_NODE, h), M.node_feats_path(root, p))
     del nfeat
@@ -211,17 +211,22 @@ def write_node_maps(root: Path, g: ChunkedGraph, nodes: Dict[NodeType, NodeOrder
 
 def write_edge_maps(root: Path, perms: Path, g: ChunkedGraph, edges: Dict[EdgeType, SpilledEdges]) -> None:
     """``edge_map`` and original edge ids per type (from the per-partition files), one array at a time."""
-    for et, sp in edges.items():
-        emap = range_map(sp.bounds)
-        _fsio.save(emap, M.edge_map_path(root, et, g.is_hetero))
+    for et, sp in edges.items():  # each array over a scratch file: 8 bytes per edge that need not fit in memory
+        n, parts = int(sp.bounds[-1]), sp.bounds.numel() - 1
+        emap = mapped(perms / "edge_map.npy", n)
+        for p in range(parts):
+            emap[int(sp.bounds[p]):int(sp.bounds[p + 1])] = p
+        _fsio.save(torch.from_numpy(emap), M.edge_map_path(root, et, g.is_hetero))
         del emap
-        files = [perms / f"perm_{M.edge_type_str(et)}_{p}.npy" for p in range(sp.bounds.numel() - 1)]
-        perm = torch.empty(int(sp.bounds[-1]), dtype=torch.long)
+        (perms / "edge_map.npy").unlink(missing_ok=True)
+        files = [perms / f"perm_{M.edge_type_str(et)}_{p}.npy" for p in range(parts)]
+        perm = mapped(perms / "edge_ids.npy", n)
         for p, f in enumerate(files):
-            perm[int(sp.bounds[p]):int(sp.bounds[p + 1])] = torch.from_numpy(np.load(f))
+            perm[int(sp.bounds[p]):int(sp.bounds[p + 1])] = np.load(f, mmap_mode="r")
             f.unlink()
-        _fsio.save(perm, M.original_edge_ids_path(root, et))
+        _fsio.save(torch.from_numpy(perm), M.original_edge_ids_path(root, et))
         del perm
+        (perms / "edge_ids.npy").unlink(missing_ok=True)
 
 
 def range_map(bounds: Tensor) -> Tensor:
