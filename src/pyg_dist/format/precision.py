@@ -34,7 +34,7 @@ Example:
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 import torch
@@ -109,17 +109,27 @@ def cast_features(feats: Mapping[str, Tensor], feature_dtype: Optional[torch.dty
 
 
 def _cast(value: Tensor, dtype: torch.dtype, where: str, arg: str, name: str) -> Tensor:
+    out, bad = cast_rows(value, dtype)
+    if bad is not None:
+        rows = bad.nonzero().view(-1)
+        overflow_error(where, arg, dtype, name, rows.numel(), rows[:5].tolist(), float(value[rows[0]].abs().max()))
+    return out
+
+
+def cast_rows(value: Tensor, dtype: torch.dtype) -> Tuple[Tensor, Optional[Tensor]]:
+    """``value`` in ``dtype``, and per row whether a finite value overflowed (``None``: none did)."""
     out = value.to(dtype)
     if not out.numel():
-        return out
+        return out, None
     bad = (torch.isfinite(value) & ~torch.isfinite(out)).reshape(value.size(0), -1).any(1)
-    if bool(bad.any()):
-        rows = bad.nonzero().view(-1)
-        top = float(value[rows[0]].abs().max())
-        raise InvalidArgumentError(where, arg, dtype_name(dtype),
-                                   f"a dtype that holds {name}: {rows.numel()} rows overflow it (e.g. rows "
-                                   f"{rows[:5].tolist()}, |value| up to {top:g}); use float32 or bfloat16")
-    return out
+    return out, (bad if bool(bad.any()) else None)
+
+
+def overflow_error(where: str, arg: str, dtype: torch.dtype, name: str, count: int, first: list, top: float):
+    """Raises :func:`cast_features`' error: ``count`` rows of ``name`` overflow ``dtype`` (``first`` listed)."""
+    raise InvalidArgumentError(where, arg, dtype_name(dtype),
+                               f"a dtype that holds {name}: {count} rows overflow it (e.g. rows "
+                               f"{first[:5]}, |value| up to {top:g}); use float32 or bfloat16")
 
 
 def attr_dtypes(node_attrs: Mapping[Any, Mapping[str, Any]], edge_attrs: Mapping[Any, Mapping[str, Any]],

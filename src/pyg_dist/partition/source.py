@@ -162,13 +162,22 @@ def nonfinite_rows(where: str, name: str, value: Tensor, allow: bool, scope: str
     """The one NaN / inf check of both partitioners: ``None`` when the floating ``value`` (rows in dim 0) is
     finite, else a report line (``"<name>: N rows with NaN/inf<scope> (e.g. rows [...])"``), or, unless
     ``allow``, an :class:`InvalidArgumentError` from ``where`` naming ``name`` with that line."""
+    bad = nonfinite_mask(value)
+    return None if bad is None else nonfinite_line(where, name, int(bad.sum()), bad.nonzero().view(-1)[:5].tolist(),
+                                                    allow, scope)
+
+
+def nonfinite_mask(value: Tensor) -> Optional[Tensor]:
+    """Per row of ``value``: whether it holds a NaN or inf (``None``: not floating, or every row finite)."""
     if not value.is_floating_point() or not value.numel():
         return None
     bad = ~torch.isfinite(value.reshape(value.size(0), -1)).all(1)
-    if not bool(bad.any()):
-        return None
-    rows = bad.nonzero().view(-1)
-    line = f"{name}: {rows.numel()} rows with NaN/inf{scope} (e.g. rows {rows[:5].tolist()})"
+    return bad if bool(bad.any()) else None
+
+
+def nonfinite_line(where: str, name: str, count: int, first: list, allow: bool, scope: str = "") -> str:
+    """:func:`nonfinite_rows`'s line for ``count`` rows, ``first`` of them listed; raises unless ``allow``."""
+    line = f"{name}: {count} rows with NaN/inf{scope} (e.g. rows {first[:5]})"
     if not allow:
         raise InvalidArgumentError(where, name, line, "finite values (or allow_nonfinite=True / --allow-nonfinite "
                                    "to keep them)")

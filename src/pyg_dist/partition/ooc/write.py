@@ -4,7 +4,7 @@ then one partition at a time built (CSC, relabelled), written in the same layout
 :class:`~pyg_dist.errors.FileWriteError` naming the file), and measured for the quality report.
 
 Memory: the O(N) node orders, one chunk of edges while spilling, then one partition's edges sorted within
-the memory budget (:mod:`.csc`) and its rows.
+the memory budget (:mod:`.csc`) and its rows, a chunk at a time (:mod:`.rows`).
 """
 from __future__ import annotations
 
@@ -19,14 +19,13 @@ from torch import Tensor
 from pyg_dist import _fsio
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE, EdgeType, NodeType, untyped
 from pyg_dist.format import meta as M
-from pyg_dist.format.precision import cast_features
 from pyg_dist.format.schema import EdgeEntry, GraphEntry, NodeEntry
 from pyg_dist.partition.ooc.chunked import ChunkedGraph, check_ids, take_rows
 from pyg_dist.partition.ooc.comm import Comm
 from pyg_dist.partition.ooc.csc import SortedInEdges, edge_range, mapped
+from pyg_dist.partition.ooc.rows import drop_scratch, mapped_rows
 from pyg_dist.partition.ooc.spill import Buckets
 from pyg_dist.partition.renumber import NodeOrder
-from pyg_dist.partition.source import nonfinite_rows
 
 
 @dataclass
@@ -113,12 +112,6 @@ def _np_dtype(arr) -> np.dtype:
     return torch.empty(0, dtype=arr.dtype).numpy().dtype if isinstance(arr, Tensor) else arr.dtype
 
 
-def _finite(name: str, value: Tensor, tally: PartTally, allow: bool) -> None:
-    line = nonfinite_rows("OutOfCorePartitioner", name, value, allow, scope=" in one partition")
-    if line is not None:
-        tally.nonfinite.append(line)
-
-
 def _graph_entry(g, et, sp: SpilledEdges, dst: NodeOrder, p: int, perms: Path, tally: PartTally,
                  src_bounds: Tensor, budget: int) -> Tuple[Dict[str, Any], SortedInEdges]:
     """Partition ``p``'s CSC of ``et`` over memory-mapped arrays (:mod:`.csc`: sorted within ``budget`` bytes),
@@ -142,34 +135,27 @@ def _graph_entry(g, et, sp: SpilledEdges, dst: NodeOrder, p: int, perms: Path, t
     return entry, edges
 
 
-def _rows(attrs: Dict[str, Any], idx: np.ndarray, label: str, tally: PartTally, allow: bool,
-          feature_dtype: Optional[torch.dtype]) -> Dict[str, Tensor]:
-    """One partition's rows of every attribute (NaN / inf checked), features cast to ``feature_dtype``."""
-    rows = {k: take_rows(v, idx, feature_dtype) for k, v in attrs.items()}
-    for k, v in rows.items():
-        _finite(f"{label}.{k}", v, tally, allow)
-    return cast_features(rows, feature_dtype, "OutOfCorePartitioner", "feature_dtype", label)
-
-
 def _edge_entry(g, et, sp: SpilledEdges, p: int, perms: Path, tally: PartTally, allow: bool,
-                feature_dtype: Optional[torch.dtype] = None):
+                feature_dtype: Optional[torch.dtype], budget: int):
     attrs = g.edge_attrs.get(et, {})
     if not attrs and et not in g.edge_time:
         return None
     eid = np.load(perms / f"perm_{M.edge_type_str(et)}_{p}.npy")
     out = EdgeEntry(torch.arange(int(sp.bounds[p]), int(sp.bounds[p + 1])),
-                    _rows(attrs, eid, f"edge attribute {et}", tally, allow, feature_dtype))
+                    mapped_rows(attrs, eid, f"edge attribute {et}", tally.nonfinite, allow, feature_dtype,
+                                _scratch(perms, "edge", et, p), budget))
     if et in g.edge_time:
         out.edge_time = take_rows(g.edge_time[et], eid)
     return out.to_dict()
 
 
-def _node_entry(g, t: NodeType, no: NodeOrder, p: int, tally: PartTally, allow: bool,
-                feature_dtype: Optional[torch.dtype] = None) -> Dict[str, Any]:
+def _node_entry(g, t: NodeType, no: NodeOrder, p: int, perms: Path, tally: PartTally, allow: bool,
+                feature_dtype: Optional[torch.dtype], budget: int) -> Dict[str, Any]:
     lo, hi = int(no.bounds[p]), int(no.bounds[p + 1])
     idx = no.perm[lo:hi].numpy()
-    out = NodeEntry(torch.arange(lo, hi), _rows(g.node_attrs.get(t, {}), idx, f"node attribute {t}", tally, allow,
-                                                 feature_dtype))
+    out = NodeEntry(torch.arange(lo, hi), mapped_rows(g.node_attrs.get(t, {}), idx, f"node attribute {t}",
+                                                       tally.nonfinite, allow, feature_dtype,
+                                                       _scratch(perms, "node", t, p), budget))
     if "train_mask" in out.feats:
         tally.train_pp.setdefault(t, {})[p] = int(out.feats["train_mask"].long().sum())
     if t in g.node_time:
@@ -177,12 +163,17 @@ def _node_entry(g, t: NodeType, no: NodeOrder, p: int, tally: PartTally, allow: 
     return out.to_dict()
 
 
+def _scratch(perms: Path, kind: str, key, p: int) -> Path:
+    name = M.edge_type_str(key) if kind == "edge" else str(key)
+    return perms / f"{kind}_{name}_{p}"
+
+
 def write_part(root: Path, perms: Path, g: ChunkedGraph, nodes: Dict[NodeType, NodeOrder],
                edges: Dict[EdgeType, SpilledEdges], p: int, tally: PartTally, allow_nonfinite: bool,
                feature_dtype: Optional[torch.dtype] = None, budget: int = 2 << 30) -> None:
     """Writes ``part_<p>/{graph,node_feats,edge_feats}.pt`` from partition ``p``'s bucket (and its original
     edge ids to ``perms``, for the edge maps), features in ``feature_dtype`` (``None``: as given); its edges are
-    sorted within ``budget`` bytes of working memory (:mod:`.csc`)."""
+    sorted, and its rows taken, within ``budget`` bytes of working memory (:mod:`.csc`, :mod:`.rows`)."""
     h = g.is_hetero
     tally.edges_pp[p] = 0
     built = {et: _graph_entry(g, et, sp, nodes[et[2]], p, perms, tally, nodes[et[0]].bounds, budget)
@@ -192,12 +183,18 @@ def write_part(root: Path, perms: Path, g: ChunkedGraph, nodes: Dict[NodeType, N
     for _, sorted_edges in built.values():
         sorted_edges.close()
     del built
-    nfeat = {t: _node_entry(g, t, no, p, tally, allow_nonfinite, feature_dtype) for t, no in nodes.items()}
+    nfeat = {t: _node_entry(g, t, no, p, perms, tally, allow_nonfinite, feature_dtype, budget)
+             for t, no in nodes.items()}
     _fsio.save(untyped(nfeat, HOMO_NODE, h), M.node_feats_path(root, p))
-    del nfeat
+    del nfeat  # the rows' scratch files go with the tensors over them
+    for t in nodes:
+        drop_scratch(_scratch(perms, "node", t, p), g.node_attrs.get(t, {}))
     efeat = {et: e for et, sp in edges.items()
-             if (e := _edge_entry(g, et, sp, p, perms, tally, allow_nonfinite, feature_dtype)) is not None}
+             if (e := _edge_entry(g, et, sp, p, perms, tally, allow_nonfinite, feature_dtype, budget)) is not None}
     _fsio.save(untyped(efeat, HOMO_EDGE, h) if h else efeat.get(HOMO_EDGE, {}), M.edge_feats_path(root, p))
+    del efeat
+    for et in edges:
+        drop_scratch(_scratch(perms, "edge", et, p), g.edge_attrs.get(et, {}))
 
 
 def write_node_maps(root: Path, g: ChunkedGraph, nodes: Dict[NodeType, NodeOrder]) -> None:
