@@ -88,3 +88,35 @@ def test_a_rank_that_opens_slower_than_the_timeout_is_waited_for(tmp_path):
         folder, progress=False)
     (fast, n0), (slow, n1) = spawn_world(2, _slow_open_rank, str(folder), 8.0, timeout=100)
     assert fast >= 8.0 and slow >= 8.0 and n0 > 0 and n1 > 0
+
+
+def _slow_first_batch_rank(rank, world_size, root, delay):
+    import torch
+
+    from pyg_dist import DistNeighborLoader, timeouts, wrap_ddp
+    from pyg_dist.train.session import TrainConfig, dist_session
+    with dist_session(TrainConfig(root, timeout=60, failure_timeout=2.0)) as env:
+        loader = DistNeighborLoader(env, [3], batch_size=40, input_nodes="train_mask", seed=0)
+        model = wrap_ddp(torch.nn.Linear(env.num_features(None), 2), env)
+        started = []
+        if rank == 1:  # this rank's first batch comes long after rank 0's first all-reduce started
+            time.sleep(delay)
+        steps = 0
+        for batch in loader:
+            model(batch.x.float()).sum().backward()  # DDP's all-reduce: a collective every step
+            started.append(bool(timeouts._STARTED.get(__import__("os").getpid())))
+            steps += 1
+    return steps, started
+
+
+@pytest.mark.timeout(120)
+def test_a_rank_whose_first_batch_comes_later_than_the_bound_is_waited_for(tmp_path):
+    """Rank 1 asks for its first batch 3x failure_timeout after rank 0 entered its first step's all-reduce: the
+    step waits under the start-up bound (start-up ends at the first step), and the bound holds from the second."""
+    from pyg_dist.testing import spawn_world
+    folder = tmp_path / "p2"
+    Partitioner(pyg_dist.synthetic_graph(400, 4, num_features=16, seed=0), 2, method="random").save(
+        folder, progress=False)
+    (steps0, started0), (steps1, started1) = spawn_world(2, _slow_first_batch_rank, str(folder), 6.0, timeout=100)
+    assert steps0 == steps1 > 2
+    assert started0[0] is False and all(started0[1:]) and started1 == started0  # the bound from the second step

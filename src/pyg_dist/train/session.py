@@ -393,7 +393,8 @@ def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
                 env.gpu_cache = build_device_cache(feature_store, graph_store, device, config.gpu_cache_bytes,
                                                    timeout=config.call_timeout or config.timeout)
                 LOG.info("rank %d: %s", ctx.rank, env.gpu_cache)
-            timeouts.apply_to_process_group()  # start-up is over: collectives now fail within the bound
+            # start-up ends at this rank's first training step (timeouts.start_up_over: the loaders call it), not
+            # here: until every rank has its first batch, DDP's first all-reduce waits for the slowest one
             yield env
             ok = True
         finally:
