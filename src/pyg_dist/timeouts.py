@@ -58,20 +58,28 @@ def call_timeout() -> float:
     return failure_timeout()
 
 
-_STARTED: dict = {}
+#: pid -> True while this process's ``dist_session`` is in start-up, False once it is over.
+_START_UP: dict = {}
+
+
+def begin_start_up() -> None:
+    """``dist_session`` has formed the process group: its collectives keep the start-up bound until
+    :func:`start_up_over`."""
+    _START_UP[os.getpid()] = True
 
 
 def start_up_over() -> bool:
-    """Start-up has ended for this process (once per process; later calls do nothing): from now on the process
-    group's collectives fail within the bound (:func:`apply_to_process_group`). Every pyg_dist loader calls it when
-    the caller asks for its second batch, i.e. after the first training step, whose collectives (DDP's first
-    all-reduce) wait for the slowest rank's first batch under the start-up bound: on a crowded machine ranks reach
-    their first batch tens of seconds apart (measured: 64 ranks on 2 cores). A training loop without pyg_dist's
-    loaders calls it after its first step; until then collectives keep the start-up bound."""
+    """Ends this process's start-up (after :func:`begin_start_up`; otherwise, and on later calls, it does nothing):
+    from now on the process group's collectives fail within the bound (:func:`apply_to_process_group`). Every
+    pyg_dist loader calls it when the caller asks for its second batch, i.e. after the first training step, whose
+    collectives (DDP's first all-reduce) wait for the slowest rank's first batch under the start-up bound: on a
+    crowded machine ranks reach their first batch tens of seconds apart (measured: 64 ranks on 2 cores). A loop
+    without pyg_dist's loaders calls it after its first step; until then collectives keep the start-up bound. A
+    process group that ``dist_session`` did not form is never touched."""
     pid = os.getpid()
-    if _STARTED.get(pid):
+    if not _START_UP.get(pid):
         return False
-    _STARTED[pid] = True
+    _START_UP[pid] = False
     return apply_to_process_group()
 
 
@@ -112,5 +120,5 @@ def run_bounded(fn: Callable[[], Any], timeout: float, what: str) -> Any:
     return box.get("value")
 
 
-__all__ = ["run_bounded", "start_up_over", "failure_timeout", "set_failure_timeout", "call_timeout",
+__all__ = ["run_bounded", "begin_start_up", "start_up_over", "failure_timeout", "set_failure_timeout", "call_timeout",
            "apply_to_process_group",           "FAILURE_TIMEOUT_ENV",           "DEFAULT_FAILURE_TIMEOUT"]

@@ -104,7 +104,7 @@ def _slow_first_batch_rank(rank, world_size, root, delay):
         steps = 0
         for batch in loader:
             model(batch.x.float()).sum().backward()  # DDP's all-reduce: a collective every step
-            started.append(bool(timeouts._STARTED.get(__import__("os").getpid())))
+            started.append(timeouts._START_UP.get(__import__("os").getpid()) is False)
             steps += 1
     return steps, started
 
@@ -120,3 +120,15 @@ def test_a_rank_whose_first_batch_comes_later_than_the_bound_is_waited_for(tmp_p
     (steps0, started0), (steps1, started1) = spawn_world(2, _slow_first_batch_rank, str(folder), 6.0, timeout=100)
     assert steps0 == steps1 > 2
     assert started0[0] is False and all(started0[1:]) and started1 == started0  # the bound from the second step
+
+
+def test_a_process_group_dist_session_did_not_form_is_left_alone(monkeypatch):
+    """A drop-in loader under a user's own process group: its second batch does not lower that group's timeout."""
+    from pyg_dist import timeouts
+    calls = []
+    monkeypatch.setattr(timeouts, "apply_to_process_group", lambda: calls.append(1) or True)
+    monkeypatch.setattr(timeouts, "_START_UP", {})
+    assert timeouts.start_up_over() is False and calls == []
+    timeouts.begin_start_up()
+    assert timeouts.start_up_over() is True and calls == [1]
+    assert timeouts.start_up_over() is False and calls == [1]  # once

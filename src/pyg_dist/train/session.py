@@ -379,6 +379,7 @@ def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
         try:
             bound = open_bound(config.timeout, meta)  # ranks opening a larger partition are waited for
             join_group(backend, config.timeout, ctx, collective=bound)
+            timeouts.begin_start_up()  # collectives keep the start-up bound until the first training step
             graph_store, feature_store = open_everywhere(config, ctx, bound)
             env = DistEnv(config, ctx, device, graph_store, feature_store)
             if ctx.joins_rpc and config.rpc:
