@@ -7,9 +7,7 @@ start-up ends every other rank within it.
   the op, the partition and the RPC rank;
 * the process group's timeout for every collective after start-up (DDP's all_reduce, barriers, the
   seed-balance agreement, checkpoint barriers): gloo's timeout, reported as :class:`~pyg_dist.errors.
-  PeerFailedError` by :func:`pyg_dist.train.entry.run_main`. Start-up ends at a rank's first training step
-  (:func:`start_up_over`: the loaders call it when the second batch is asked for), so DDP's first all-reduce
-  still waits for the slowest rank's first batch under the start-up bound;
+  PeerFailedError` by :func:`pyg_dist.train.entry.run_main`;
 * the shutdown's arrival barrier (a live peer that never arrives).
 * a rank's orphan watch (:mod:`pyg_dist.train.orphan`): a rank whose torchrun agent died ends within it
   (it polls its parent every ``bound / 10`` s, at most 1 s, and tears down for at most ``min(5, bound / 4)`` s).
@@ -58,31 +56,6 @@ def call_timeout() -> float:
     return failure_timeout()
 
 
-#: pid -> True while this process's ``dist_session`` is in start-up, False once it is over.
-_START_UP: dict = {}
-
-
-def begin_start_up() -> None:
-    """``dist_session`` has formed the process group: its collectives keep the start-up bound until
-    :func:`start_up_over`."""
-    _START_UP[os.getpid()] = True
-
-
-def start_up_over() -> bool:
-    """Ends this process's start-up (after :func:`begin_start_up`; otherwise, and on later calls, it does nothing):
-    from now on the process group's collectives fail within the bound (:func:`apply_to_process_group`). Every
-    pyg_dist loader calls it when the caller asks for its second batch, i.e. after the first training step, whose
-    collectives (DDP's first all-reduce) wait for the slowest rank's first batch under the start-up bound: on a
-    crowded machine ranks reach their first batch tens of seconds apart (measured: 64 ranks on 2 cores). A loop
-    without pyg_dist's loaders calls it after its first step; until then collectives keep the start-up bound. A
-    process group that ``dist_session`` did not form is never touched."""
-    pid = os.getpid()
-    if not _START_UP.get(pid):
-        return False
-    _START_UP[pid] = False
-    return apply_to_process_group()
-
-
 def apply_to_process_group() -> bool:
     """Sets the default process group's collective timeout to the bound (after start-up, whose rendezvous
     needs longer); ``False`` when this torch offers no way to change it (the init timeout stays)."""
@@ -120,5 +93,5 @@ def run_bounded(fn: Callable[[], Any], timeout: float, what: str) -> Any:
     return box.get("value")
 
 
-__all__ = ["run_bounded", "begin_start_up", "start_up_over", "failure_timeout", "set_failure_timeout", "call_timeout",
-           "apply_to_process_group",           "FAILURE_TIMEOUT_ENV",           "DEFAULT_FAILURE_TIMEOUT"]
+__all__ = ["run_bounded", "failure_timeout", "set_failure_timeout", "call_timeout", "apply_to_process_group",
+           "FAILURE_TIMEOUT_ENV",           "DEFAULT_FAILURE_TIMEOUT"]

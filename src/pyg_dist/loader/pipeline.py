@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 import torch
 
-from pyg_dist import timeouts
 from pyg_dist.loader.batch import take_clock
 from pyg_dist.loader.device import DeviceStage
 from pyg_dist.loader.epoch import KeyedDataLoader
@@ -113,7 +112,6 @@ class StageRecorder:
         if not self.unwrap and self._returned is not None:
             self.times.step += asked - self._returned
             self._returned = None
-            timeouts.start_up_over()  # the caller's first step is done (once per process)
         item = next(self.batches)
         if self.unwrap:
             return take_clock(item, self.times)

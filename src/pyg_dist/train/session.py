@@ -379,7 +379,6 @@ def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
         try:
             bound = open_bound(config.timeout, meta)  # ranks opening a larger partition are waited for
             join_group(backend, config.timeout, ctx, collective=bound)
-            timeouts.begin_start_up()  # collectives keep the start-up bound until the first training step
             graph_store, feature_store = open_everywhere(config, ctx, bound)
             env = DistEnv(config, ctx, device, graph_store, feature_store)
             if ctx.joins_rpc and config.rpc:
@@ -394,8 +393,7 @@ def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
                 env.gpu_cache = build_device_cache(feature_store, graph_store, device, config.gpu_cache_bytes,
                                                    timeout=config.call_timeout or config.timeout)
                 LOG.info("rank %d: %s", ctx.rank, env.gpu_cache)
-            # start-up ends at this rank's first training step (timeouts.start_up_over: the loaders call it), not
-            # here: until every rank has its first batch, DDP's first all-reduce waits for the slowest one
+            timeouts.apply_to_process_group()  # start-up is over: collectives now fail within the bound
             yield env
             ok = True
         finally:

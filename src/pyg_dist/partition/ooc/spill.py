@@ -32,13 +32,6 @@ def unique_counts(keys: np.ndarray) -> tuple:
     return s[starts], np.diff(np.r_[starts, s.size])
 
 
-def count_distinct(ids: np.ndarray, size: int) -> int:
-    """How many distinct values ``ids`` (in ``[0, size)``) holds: a mark array, O(size + len(ids))."""
-    marks = np.zeros(size, dtype=bool)
-    marks[ids] = True
-    return int(marks.sum())
-
-
 class Buckets:
     """Columns of rows in ``num_buckets`` bucket files under ``folder``.
 
