@@ -25,7 +25,7 @@ from pyg_dist.partition import Partitioner
 from pyg_dist.sampler import NeighborSampler
 from pyg_dist.sampler.induced import first_position, per_hop_counts
 from pyg_dist.store import load_stores
-from pyg_dist.testing import check_edges_and_features, relabelled, spawn_world
+from pyg_dist.testing import check_edges_and_features, relabelled, served_folders, spawn_world
 from pyg_dist.testing.oracles import check_repeats, typed_stores
 
 BACKENDS = [b for b in ("numba", "torch") if b in available_backends()]
@@ -245,14 +245,11 @@ def induced_world(rank, world_size, jobs):
     """Each rank: induced node and link batches of the 2-partition sampler equal the one-machine sampler's
     on the relabelled graph (same key), and hold every edge among their nodes."""
     from pyg_dist import rpc
-    from pyg_dist.sampler.dist_neighbor import DistNeighborSampler, serve_partition
+    from pyg_dist.sampler.dist_neighbor import DistNeighborSampler
     from pyg_dist.sampler.stats import SamplerStats
     ctx = DistContext.from_env(num_partitions=world_size)
     report = []
-    for root, spec in jobs:
-        data, orig = synthetic_graph(**spec), load_original_ids(root)
-        gs, fs = load_stores(root, ctx=ctx)
-        serve_partition(gs, fs)
+    for root, spec, data, orig, gs, fs in served_folders(jobs, ctx):
         stats = SamplerStats()
         dist = DistNeighborSampler(gs, fs, [2, 2], subgraph_type="induced", backend="numba", stats=stats)
         rel = relabelled(data, orig)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # visible to IDEs and type checkers; imported on first use at
         check_roundtrip,
         partitioned,
         reassemble,
+        served_folders,
         write_pyg_hetero,
         write_pyg_homo,
     )
@@ -40,6 +41,7 @@ _LAZY = {
     "check_roundtrip": "pyg_dist.testing.folders",
     "partitioned": "pyg_dist.testing.folders",
     "reassemble": "pyg_dist.testing.folders",
+    "served_folders": "pyg_dist.testing.folders",
     "write_pyg_hetero": "pyg_dist.testing.folders",
     "write_pyg_homo": "pyg_dist.testing.folders",
     "EmulatedLink": "pyg_dist.testing.link",

@@ -251,4 +251,23 @@ def partitioned(root: PathLike, specs: Dict[str, Tuple[Any, int, Dict[str, Any]]
     return out
 
 
-__all__ = ["reassemble", "check_roundtrip", "write_pyg_homo", "write_pyg_hetero", "partitioned"]
+def served_folders(jobs, ctx):
+    """For each ``(root, spec)`` of ``jobs`` (a folder and the ``synthetic_graph`` options it was made from): the
+    graph, its original ids, and this rank's stores opened and served to peers (call before ``init_rpc``); yields
+    ``(root, spec, data, orig, graph_store, feature_store)`` (what the multi-rank store and sampler tests share).
+
+    Example:
+        >>> for root, spec, data, orig, gs, fs in served_folders(jobs, ctx): ...  # doctest: +SKIP
+    """
+    from pyg_dist.datasets import synthetic_graph
+    from pyg_dist.format import load_original_ids
+    from pyg_dist.sampler.dist_neighbor import serve_partition
+    from pyg_dist.store import load_stores
+    for root, spec in jobs:
+        data, orig = synthetic_graph(**spec), load_original_ids(root)
+        gs, fs = load_stores(root, ctx=ctx)
+        serve_partition(gs, fs)
+        yield root, spec, data, orig, gs, fs
+
+
+__all__ = ["reassemble", "check_roundtrip", "write_pyg_homo", "write_pyg_hetero", "partitioned", "served_folders"]

@@ -14,8 +14,7 @@ from pyg_dist.context import DistContext
 from pyg_dist.datasets import synthetic_graph
 from pyg_dist.format import load_original_ids
 from pyg_dist.partition import Partitioner
-from pyg_dist.store import load_stores
-from pyg_dist.testing import original_attrs, spawn_world
+from pyg_dist.testing import original_attrs, served_folders, spawn_world
 
 HOMO = dict(num_nodes=1500, avg_degree=6, num_features=12, community_size=60, node_time=True, seed=21)
 HETERO = dict(num_nodes=1500, avg_degree=6, num_features=6, community_size=60, hetero=True, node_time=True,
@@ -74,15 +73,12 @@ def _world(rank, world_size, jobs):
     from torch_geometric.sampler import NodeSamplerInput
 
     from pyg_dist.sampler.cache_policy import build_cache
-    from pyg_dist.sampler.dist_neighbor import DistNeighborSampler, serve_partition
+    from pyg_dist.sampler.dist_neighbor import DistNeighborSampler
     from pyg_dist.sampler.stats import SamplerStats
 
     ctx = DistContext.from_env(num_partitions=world_size)
     report = []
-    for root, spec in jobs:
-        data, orig = synthetic_graph(**spec), load_original_ids(root)
-        gs, fs = load_stores(root, ctx=ctx)
-        serve_partition(gs, fs)
+    for root, spec, data, orig, gs, fs in served_folders(jobs, ctx):
         folder_cache = fs.cache
         gen = torch.Generator().manual_seed(7 + rank)
         with rpc.rpc_session(ctx, timeout=120, call_timeout=60):
