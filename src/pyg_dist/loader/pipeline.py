@@ -8,6 +8,7 @@ A batch goes through these stages, in this order, whatever the loader::
              the feature round included (local gather, remote rows, caches)
     batch    the loader's filter_fn: the PyG Data / HeteroData                    batch.py, store_batch.py
     times    StageRecorder: takes each batch's clock, times the caller's wait     pipeline.py
+             (distributed: the first batch's gate, timeouts.first_step_gate)
     device   DeviceStage: pinned, copied one batch ahead of the step              device.py  (off the CPU only)
 
 Every stage is timed (:mod:`pyg_dist.sampler.timing`): a distributed batch carries its clock (sampling, rows,
@@ -28,10 +29,11 @@ batch steps with ``concurrency`` batches in flight). Each loader class defines i
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 import torch
 
+from pyg_dist import timeouts
 from pyg_dist.loader.batch import take_clock
 from pyg_dist.loader.device import DeviceStage
 from pyg_dist.loader.epoch import KeyedDataLoader
@@ -60,9 +62,12 @@ class PipelineLoader(KeyedDataLoader):
     def __iter__(self):
         times = self._stage_times()
         host = StageRecorder(self.host_batches(), times, unwrap=True)
-        if self.device is None or (self.device.type == "cpu" and self.gpu_cache is None):
-            return StageRecorder(host, times)
-        return StageRecorder(DeviceStage(host, self.device, self.gpu_cache, self.feature_dtype, times=times), times)
+        if self.device is not None and (self.device.type != "cpu" or self.gpu_cache is not None):
+            host = DeviceStage(host, self.device, self.gpu_cache, self.feature_dtype, times=times)
+        return StageRecorder(host, times, first=self.first_batch_gate)
+
+    def first_batch_gate(self) -> None:
+        """Runs when this iterator has its first batch, before handing it over (one machine: nothing)."""
 
     def _stage_times(self) -> StageTimes:
         if self.__dict__.get("_times") is None:
@@ -92,10 +97,12 @@ class StageRecorder:
     """An iterator over ``batches`` that records into ``times``: with ``unwrap``, each
     :class:`~pyg_dist.loader.batch.HostBatch`'s clock (the batch handed on without it: the plain batch, or the
     ``HostBatch`` of GPU rows the device stage needs); without, the seconds the caller waits in ``next()``
-    (``wait``) and keeps each batch before asking again (``step``). Other attributes are the inner iterator's."""
+    (``wait``) and keeps each batch before asking again (``step``), and calls ``first()`` (timed as waiting) when
+    it has its first batch. Other attributes are the inner iterator's."""
 
-    def __init__(self, batches: Iterator, times: StageTimes, unwrap: bool = False):
-        self.batches, self.times, self.unwrap = batches, times, unwrap
+    def __init__(self, batches: Iterator, times: StageTimes, unwrap: bool = False,
+                 first: Optional[Callable[[], Any]] = None):
+        self.batches, self.times, self.unwrap, self.first = batches, times, unwrap, first
         self._returned: Optional[float] = None
 
     def __iter__(self) -> "StageRecorder":
@@ -115,6 +122,9 @@ class StageRecorder:
         item = next(self.batches)
         if self.unwrap:
             return take_clock(item, self.times)
+        if self.first is not None:
+            first, self.first = self.first, None
+            first()
         self._returned = time.perf_counter()
         self.times.wait += self._returned - asked
         return item
@@ -131,6 +141,11 @@ class DistPipelineLoader(PipelineLoader):
     def _start_batch(self, index):
         """The coroutine sampling one index batch (the loader's ``collate_fn``, awaitable)."""
         raise NotImplementedError
+
+    def first_batch_gate(self) -> None:
+        """Every rank waits here until all have their first batch (:func:`pyg_dist.timeouts.first_step_gate`:
+        once per process, under the start-up bound), so that DDP's first all-reduce starts together."""
+        timeouts.first_step_gate()
 
     def host_batches(self) -> Iterator:
         """The in-process prefetch with ``concurrency > 1`` and no workers, else torch's ``DataLoader``."""

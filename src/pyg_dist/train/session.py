@@ -72,7 +72,9 @@ class TrainConfig:
             networks that are not trusted) or ``"off"``. ``None`` (default): ``$PYG_DIST_WIRE_PROTECTION``, else
             ``"integrity"``. The loaders built on the run's ``DistEnv`` hand it to their sampler workers.
         timeout: Seconds for start-up: rendezvous (process group and RPC), opening partitions (plus the largest
-            partition's bytes at 100 MB/s, so ranks wait for one that opens a larger partition), caches.
+            partition's bytes at 100 MB/s, so ranks wait for one that opens a larger partition), caches, and the
+            first batch's gate (every rank waits there until all have their first batch:
+            :func:`pyg_dist.timeouts.first_step_gate`).
         failure_timeout: The bound after start-up (:mod:`pyg_dist.timeouts`): a peer that dies or hangs
             ends every other rank within it, in remote calls, collectives (DDP) and shutdown. Default:
             ``$PYG_DIST_FAILURE_TIMEOUT`` or 20 s.
@@ -393,7 +395,8 @@ def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
                 env.gpu_cache = build_device_cache(feature_store, graph_store, device, config.gpu_cache_bytes,
                                                    timeout=config.call_timeout or config.timeout)
                 LOG.info("rank %d: %s", ctx.rank, env.gpu_cache)
-            timeouts.apply_to_process_group()  # start-up is over: collectives now fail within the bound
+            timeouts.apply_to_process_group()  # start-up is over: collectives now fail within the bound,
+            timeouts.hold_first_step(config.timeout)  # but for the gate of the first batch (every rank has one)
             yield env
             ok = True
         finally:
