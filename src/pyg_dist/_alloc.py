@@ -39,12 +39,11 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import os
 import re
 import warnings
 from typing import Dict, Mapping, Optional
 
-from pyg_dist.envvars import read_flag
+from pyg_dist.envvars import environ, hand_down, raw, read_flag
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
 _MMAP_THRESHOLD = 32 << 20
@@ -58,7 +57,7 @@ def tune_allocator() -> bool:
     if _applied is None:
         _applied = False
         if read_flag("PYG_DIST_MALLOC_TUNING", True):
-            os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")  # torch: huge pages for tensors >= 2 MiB
+            hand_down("THP_MEM_ALLOC_ENABLE", "1", to="torch: huge pages for tensors >= 2 MiB", keep_set=True)
             try:
                 libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
                 mallopt = libc.mallopt
@@ -92,7 +91,7 @@ def huge_pages_in_effect() -> bool:
 def huge_pages_missed() -> bool:
     """True when huge pages were asked for (``THP_MEM_ALLOC_ENABLE=1``, the kernel allows them) but torch had
     read the variable before it was set: the case :func:`~pyg_dist.train.session.dist_session` warns about."""
-    wanted = os.environ.get("THP_MEM_ALLOC_ENABLE", "") == "1" and thp_mode() in ("always", "madvise")
+    wanted = raw("THP_MEM_ALLOC_ENABLE") == "1" and thp_mode() in ("always", "madvise")
     return wanted and not huge_pages_in_effect()
 
 
@@ -110,7 +109,7 @@ def warn_huge_pages_missed(rank: int) -> bool:
 def launch_env(env: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
     """A copy of ``env`` (default: this process's) for launching ranks: ``THP_MEM_ALLOC_ENABLE=1`` added unless
     set or ``PYG_DIST_MALLOC_TUNING`` is off, so torch takes it before anything allocates."""
-    out = dict(os.environ if env is None else env)
+    out = dict(environ(env))
     if read_flag("PYG_DIST_MALLOC_TUNING", True, out):
         out.setdefault("THP_MEM_ALLOC_ENABLE", "1")
     return out

@@ -23,6 +23,8 @@ import sys
 from dataclasses import dataclass
 from typing import Mapping, Optional, TypeVar, Union
 
+from . import envvars
+from .envvars import read_port
 from .errors import InvalidArgumentError, check_positive_int
 
 #: Environment variable that overrides the default RPC port.
@@ -47,17 +49,7 @@ def env_rpc_port(environ: Optional[Mapping[str, str]] = None) -> Optional[int]:
         >>> env_rpc_port({"PYG_DIST_RPC_PORT": "29600"}), env_rpc_port({})
         (29600, None)
     """
-    raw = (os.environ if environ is None else environ).get(RPC_PORT_ENV)
-    if raw is None or raw == "":
-        return None
-    try:
-        port = int(raw)
-    except ValueError:
-        raise InvalidArgumentError("DistContext.from_env", RPC_PORT_ENV, raw, "an integer environment variable") \
-            from None
-    if not 0 < port < 65536:
-        raise InvalidArgumentError("DistContext.from_env", RPC_PORT_ENV, raw, "a TCP port in 1..65535")
-    return port
+    return read_port(RPC_PORT_ENV, environ)
 
 
 @dataclass(frozen=True)
@@ -162,7 +154,7 @@ class DistContext:
             >>> DistContext.from_env(2, env={"RANK": "1", "WORLD_SIZE": "2", "MASTER_PORT": "6000"}).partition
             1
         """
-        environ: Mapping[str, str] = os.environ if env is None else env
+        environ = envvars.environ(env)
         where = "DistContext.from_env"
         if ("RANK" in environ) != ("WORLD_SIZE" in environ):
             raise InvalidArgumentError(where, "RANK/WORLD_SIZE", (environ.get("RANK"), environ.get("WORLD_SIZE")),

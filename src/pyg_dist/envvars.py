@@ -1,13 +1,17 @@
-"""Every ``PYG_DIST_*`` environment variable pyg_dist reads: its type, default, meaning and the setting it backs.
+"""The environment, read and written in one place: every ``PYG_DIST_*`` variable pyg_dist reads (its type,
+default, meaning and the setting it backs), the launcher's and the system's variables it reads, and the readers.
 
-This is a registry, not a reader: each variable is still read where it acts (the module named in its
-meaning), with that module's parser. :func:`pyg_dist.train.env_check.validate_env` runs every one of those
-parsers when ``dist_session()`` starts, before the process group forms, so a bad value fails at start-up with
-an ``InvalidArgumentError`` naming the variable and the value. The generic parsers of ``flag``, ``path`` and
-fixed-choice variables are here (:func:`read_flag`, :func:`read_folder`, :func:`read_choice`).
-``tests/testing/test_settings.py`` checks, with a regex over the sources, that the code reads no variable this
-table lacks and that the table names none the code never mentions. ``docs/reference/settings.md`` shows it
-beside the settings of the configuration objects (``scripts/gen_settings.py``).
+No other module touches ``os.environ``: each reads a variable through :func:`raw` (or a typed reader here:
+:func:`read_flag`, :func:`read_choice`, :func:`read_folder`, :func:`read_number`, :func:`read_port`), which
+refuses a name this module does not list, so an unlisted variable cannot be read anywhere. A ``PYG_DIST_*``
+variable is parsed where it acts (the module named in its meaning), with one of those readers;
+:func:`pyg_dist.train.env_check.validate_env` runs every variable's parser when ``dist_session()`` starts, before
+the process group forms, so a bad value fails at start-up with an ``InvalidArgumentError`` naming the variable and
+the value. The environment is written only by :func:`hand_down` and :func:`hidden`, each call naming who reads
+the value after it (a child process, or a library that reads its own variables), where a process boundary needs
+it. ``tests/testing/test_settings.py`` checks that the code mentions no ``PYG_DIST_*`` variable this table
+lacks and no ``os.environ`` outside this module; ``docs/reference/settings.md`` shows the table beside the
+settings of the configuration objects (``scripts/gen_settings.py``).
 
 A variable that backs a setting (``field``, ``Object.parameter``) is that setting's default: the setting,
 when given, wins.
@@ -17,16 +21,22 @@ Example:
     'TrainConfig.rpc_port'
     >>> [v.name for v in ENV_VARS] == sorted(v.name for v in ENV_VARS)
     True
+    >>> read_number("PYG_DIST_SERVE_BUDGET_MB", 512.0, {"PYG_DIST_SERVE_BUDGET_MB": "64"})
+    64.0
 """
 from __future__ import annotations
 
+import contextlib
+import logging
+import math
 import os
 import re
 from dataclasses import dataclass
-from typing import Mapping, Optional, Tuple
+from typing import Iterator, Mapping, Optional, Tuple
 
 from pyg_dist.errors import InvalidArgumentError
 
+LOG = logging.getLogger("pyg_dist")
 _NAME = re.compile(r"PYG_DIST_[A-Z_]+")
 _FIELD = re.compile(r"[A-Za-z_]\w*\.[A-Za-z_]\w*")
 
@@ -184,6 +194,96 @@ ENV_VARS: Tuple[EnvVar, ...] = (
 )
 
 
+#: The launcher's and the system's variables pyg_dist reads (torchrun, torch, gloo, TensorPipe, numba, XDG).
+OTHER_VARS: Tuple[str, ...] = (
+    "GLOO_SOCKET_IFNAME", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "NUMBA_THREADING_LAYER",
+    "RANK", "THP_MEM_ALLOC_ENABLE", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_USE_AGENT_STORE", "TP_SOCKET_IFNAME", "WORLD_SIZE", "XDG_CACHE_HOME")
+_KNOWN = frozenset(OTHER_VARS) | {v.name for v in ENV_VARS}
+
+
+def environ(env: Optional[Mapping[str, str]] = None) -> Mapping[str, str]:
+    """The mapping variables are read from: ``env`` when given (a test's, or a child's planned environment), else
+    this process's environment (read only through this module)."""
+    return os.environ if env is None else env
+
+
+def _known(name: str) -> str:
+    if name not in _KNOWN:
+        raise InvalidArgumentError("pyg_dist.envvars", "name", name,
+                                   "a variable of pyg_dist.envvars.ENV_VARS or OTHER_VARS (list it there first)")
+    return name
+
+
+def raw(name: str, env: Optional[Mapping[str, str]] = None, default: str = "") -> str:
+    """The text of variable ``name`` (``default`` when unset), from :func:`environ`; a name neither table lists is
+    an :class:`InvalidArgumentError`.
+
+    Example:
+        >>> raw("RANK", {"RANK": "3"}), raw("RANK", {}, "0")
+        ('3', '0')
+    """
+    return environ(env).get(_known(name), default)
+
+
+def is_set(name: str, env: Optional[Mapping[str, str]] = None) -> bool:
+    """Whether variable ``name`` is in the environment at all (set to anything, empty included)."""
+    return _known(name) in environ(env)
+
+
+def read_number(name: str, default: float, env: Optional[Mapping[str, str]] = None, *,
+                allow_zero: bool = False) -> float:
+    """A number variable (unset or blank: ``default``): finite and > 0 (>= 0 with ``allow_zero``), else an
+    :class:`InvalidArgumentError` naming the variable and its text."""
+    text = raw(name, env).strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and (value >= 0 if allow_zero else value > 0)):
+        raise InvalidArgumentError("environment", f"${name}", text, f"a number {'>=' if allow_zero else '>'} 0")
+    return value
+
+
+def read_port(name: str, env: Optional[Mapping[str, str]] = None) -> Optional[int]:
+    """A TCP port variable: ``None`` when unset or empty, else an integer in 1..65535
+    (:class:`InvalidArgumentError` naming the variable otherwise)."""
+    text = raw(name, env)
+    if text == "":
+        return None
+    try:
+        port = int(text)
+    except ValueError:
+        raise InvalidArgumentError("environment", f"${name}", text, "an integer (a TCP port)") from None
+    if not 0 < port < 65536:
+        raise InvalidArgumentError("environment", f"${name}", text, "a TCP port in 1..65535")
+    return port
+
+
+def hand_down(name: str, value: str, *, to: str, keep_set: bool = False) -> None:
+    """Writes variable ``name`` for whoever reads it after this process: ``to`` names it (sampler workers this
+    process starts, torch, gloo, TensorPipe). ``keep_set``: a value already set wins (the user's)."""
+    if keep_set and is_set(name):
+        return
+    os.environ[_known(name)] = value
+    LOG.debug("pyg_dist: %s=%s handed down to %s", name, value, to)
+
+
+@contextlib.contextmanager
+def hidden(name: str, *, why: str) -> Iterator[None]:
+    """Takes variable ``name`` out of the environment for the block (a library must not see it: ``why``), then
+    puts it back."""
+    saved = os.environ.pop(_known(name), None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ[name] = saved
+            LOG.debug("pyg_dist: %s restored after %s", name, why)
+
+
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
@@ -195,12 +295,12 @@ def read_flag(name: str, default: bool, environ: Optional[Mapping[str, str]] = N
         >>> read_flag("PYG_DIST_MALLOC_TUNING", True, {"PYG_DIST_MALLOC_TUNING": "Off"})
         False
     """
-    raw = (os.environ if environ is None else environ).get(name, "")
-    word = raw.strip().lower()
+    text = raw(name, environ)
+    word = text.strip().lower()
     if not word:
         return default
     if word not in _TRUE + _FALSE:
-        raise InvalidArgumentError("environment", f"${name}", raw, f"one of {list(_TRUE + _FALSE)}, or unset")
+        raise InvalidArgumentError("environment", f"${name}", text, f"one of {list(_TRUE + _FALSE)}, or unset")
     return word in _TRUE
 
 
@@ -208,24 +308,24 @@ def read_choice(name: str, choices: Tuple[str, ...], default: str,
                 environ: Optional[Mapping[str, str]] = None) -> str:
     """A variable that holds one of ``choices`` exactly (unset or empty: ``default``), else
     :class:`InvalidArgumentError` naming it."""
-    raw = (os.environ if environ is None else environ).get(name, "")
-    if raw == "":
+    text = raw(name, environ)
+    if text == "":
         return default
-    if raw not in choices:
-        raise InvalidArgumentError("environment", f"${name}", raw, f"one of {list(choices)}, or unset")
-    return raw
+    if text not in choices:
+        raise InvalidArgumentError("environment", f"${name}", text, f"one of {list(choices)}, or unset")
+    return text
 
 
 def read_folder(name: str, environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
     """A ``path`` variable naming a folder: ``None`` when unset or empty, else the path, which must not name
     something that is not a folder (:class:`InvalidArgumentError` naming the variable otherwise). A path that
     does not exist passes: the data may be absent on this machine, and what reads it says so when used."""
-    raw = (os.environ if environ is None else environ).get(name, "")
-    if not raw:
+    text = raw(name, environ)
+    if not text:
         return None
-    if os.path.exists(raw) and not os.path.isdir(raw):
-        raise InvalidArgumentError("environment", f"${name}", raw, "a folder (this is a file), or unset")
-    return raw
+    if os.path.exists(text) and not os.path.isdir(text):
+        raise InvalidArgumentError("environment", f"${name}", text, "a folder (this is a file), or unset")
+    return text
 
 
 def env_var(name: str) -> EnvVar:
@@ -240,4 +340,5 @@ def env_var(name: str) -> EnvVar:
     raise InvalidArgumentError("env_var", "name", name, f"one of {[v.name for v in ENV_VARS]}")
 
 
-__all__ = ["EnvVar", "ENV_VARS", "env_var", "read_flag", "read_choice", "read_folder"]
+__all__ = ["EnvVar", "ENV_VARS", "OTHER_VARS", "env_var", "environ", "raw", "is_set", "read_flag", "read_choice",
+           "read_folder", "read_number", "read_port", "hand_down", "hidden"]

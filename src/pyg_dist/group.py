@@ -13,12 +13,12 @@ import os
 from typing import Mapping, Optional
 
 from pyg_dist.context import DistContext
+from pyg_dist.envvars import hand_down, is_set, raw
 
 
 def attempt_prefix(env: Optional[Mapping[str, str]] = None) -> str:
     """``pyg_dist/attempt_<TORCHELASTIC_RESTART_COUNT>``: where this torchrun attempt's keys live."""
-    environ = os.environ if env is None else env
-    return f"pyg_dist/attempt_{environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    return f"pyg_dist/attempt_{raw('TORCHELASTIC_RESTART_COUNT', env, '0')}"
 
 
 def attempt_store(world_size: Optional[int], timeout: datetime.timedelta, prefix: str = ""):
@@ -28,7 +28,7 @@ def attempt_store(world_size: Optional[int], timeout: datetime.timedelta, prefix
     attempt's processes left there (and connect to dead ports: measured with torch 2.13's c10d backend)."""
     import torch.distributed as dist
 
-    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size, False,
+    store = dist.TCPStore(raw("MASTER_ADDR"), int(raw("MASTER_PORT")), world_size, False,
                           timeout=timeout)
     return dist.PrefixStore(attempt_prefix() + (f"/{prefix}" if prefix else ""), store)
 
@@ -39,7 +39,7 @@ def _own_store(ctx: DistContext, wait: datetime.timedelta):
     import torch.distributed as dist
 
     from pyg_dist.iface import listening_socket
-    host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    host, port = raw("MASTER_ADDR"), int(raw("MASTER_PORT"))
     sock = listening_socket(host, port) if ctx.rank == 0 else None
     store = dist.TCPStore(host, port, ctx.world_size, ctx.rank == 0, timeout=wait, multi_tenant=True,
                           wait_for_workers=False, master_listen_fd=None if sock is None else sock.fileno())
@@ -61,11 +61,11 @@ def init_process_group(backend: str = "gloo", timeout: float = 120.0, ctx: Optio
     if dist.is_initialized():
         return
     ctx = ctx if ctx is not None else DistContext.from_env(num_partitions=1)
-    if "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:  # a plain `python script.py`
-        os.environ.setdefault("MASTER_ADDR", ctx.master_addr)
-        os.environ.setdefault("MASTER_PORT", str(ctx.master_port))
+    if not (is_set("MASTER_ADDR") and is_set("MASTER_PORT")):  # a plain `python script.py`
+        hand_down("MASTER_ADDR", ctx.master_addr, to="torch.distributed and this process's stores", keep_set=True)
+        hand_down("MASTER_PORT", str(ctx.master_port), to="torch.distributed and this process's stores", keep_set=True)
     from pyg_dist.iface import apply_ifname
-    apply_ifname(os.environ["MASTER_ADDR"])  # gloo binds MASTER_ADDR's interface (or $PYG_DIST_IFNAME's)
+    apply_ifname(raw("MASTER_ADDR"))  # gloo binds MASTER_ADDR's interface (or $PYG_DIST_IFNAME's)
     wait = datetime.timedelta(seconds=timeout)
     store = attempt_store(ctx.world_size, wait) if ctx.use_agent_store else _own_store(ctx, wait)
     dist.init_process_group(backend, rank=ctx.rank, world_size=ctx.world_size, timeout=wait, store=store)

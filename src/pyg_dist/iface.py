@@ -21,6 +21,7 @@ import os
 import socket
 from typing import Dict, List, Optional, Tuple
 
+from pyg_dist.envvars import hand_down, raw
 from pyg_dist.errors import InvalidArgumentError
 
 IFNAME_ENV = "PYG_DIST_IFNAME"
@@ -85,17 +86,17 @@ def interface_for(host: str) -> Optional[str]:
 def chosen_interface(master_addr: Optional[str] = None) -> Optional[str]:
     """``$PYG_DIST_IFNAME`` (checked), else :func:`interface_for` ``master_addr`` (default
     ``$MASTER_ADDR``), else ``None`` (torch's own choice)."""
-    name = os.environ.get(IFNAME_ENV, "").strip()
+    name = raw(IFNAME_ENV).strip()
     if name:
         interface_address(name)  # a typo fails here, naming the variable, not deep inside torch
         return name
-    master = master_addr or os.environ.get("MASTER_ADDR", "").strip()
+    master = master_addr or raw("MASTER_ADDR").strip()
     return interface_for(master) if master else None
 
 
 def listen_address(master_addr: str) -> str:
     """Where pyg_dist's own listeners bind: ``$PYG_DIST_IFNAME``'s address, else ``master_addr``."""
-    name = os.environ.get(IFNAME_ENV, "").strip()
+    name = raw(IFNAME_ENV).strip()
     return interface_address(name) if name else master_addr
 
 
@@ -128,13 +129,13 @@ def apply_ifname(master_addr: Optional[str] = None) -> Optional[str]:
     logs the choice once per process; returns the interface name (``None``: left to torch)."""
     name = chosen_interface(master_addr)
     if name:
-        os.environ.setdefault("TP_SOCKET_IFNAME", name)
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", name)
+        hand_down("TP_SOCKET_IFNAME", name, to="TensorPipe (the interface it binds)", keep_set=True)
+        hand_down("GLOO_SOCKET_IFNAME", name, to="gloo (the interface it binds)", keep_set=True)
     if os.getpid() not in _LOGGED:
         _LOGGED.add(os.getpid())
-        LOG.info("rank %s listens on interface %s (TensorPipe %s, gloo %s)", os.environ.get("RANK", "?"),
-                 name or "of torch's choice", os.environ.get("TP_SOCKET_IFNAME", "default"),
-                 os.environ.get("GLOO_SOCKET_IFNAME", "default"))
+        LOG.info("rank %s listens on interface %s (TensorPipe %s, gloo %s)", raw("RANK", default="?"),
+                 name or "of torch's choice", raw("TP_SOCKET_IFNAME", default="default"),
+                 raw("GLOO_SOCKET_IFNAME", default="default"))
     return name
 
 
@@ -194,7 +195,7 @@ def listener_kinds() -> Dict[str, List[Tuple[str, int]]]:
 def log_listeners() -> None:
     """Logs (INFO) this process's listening addresses and ports by kind, once the job's sockets are open."""
     kinds = listener_kinds()
-    LOG.info("rank %s listens on %s", os.environ.get("RANK", "?"), "; ".join(
+    LOG.info("rank %s listens on %s", raw("RANK", default="?"), "; ".join(
         f"{k} {sorted({a for a, _ in v})} ports {[p for _, p in v]}" for k, v in kinds.items()) or "nothing")
 
 

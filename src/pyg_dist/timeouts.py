@@ -29,6 +29,7 @@ import os
 import threading
 from typing import Any, Callable
 
+from pyg_dist.envvars import hand_down, read_number
 from pyg_dist.errors import RpcTimeoutError, check_seconds
 
 LOG = logging.getLogger("pyg_dist")
@@ -38,19 +39,13 @@ DEFAULT_FAILURE_TIMEOUT = 20.0
 
 def failure_timeout() -> float:
     """The bound in force: ``$PYG_DIST_FAILURE_TIMEOUT``, else 20 s."""
-    text = os.environ.get(FAILURE_TIMEOUT_ENV)
-    if text is None:
-        return DEFAULT_FAILURE_TIMEOUT
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    return check_seconds("environment", FAILURE_TIMEOUT_ENV, value if value > 0 else text)
+    return read_number(FAILURE_TIMEOUT_ENV, DEFAULT_FAILURE_TIMEOUT)
 
 
 def set_failure_timeout(seconds: float) -> None:
     """Sets the bound for this process and the processes it starts from now on."""
-    os.environ[FAILURE_TIMEOUT_ENV] = repr(check_seconds("set_failure_timeout", "seconds", seconds))
+    hand_down(FAILURE_TIMEOUT_ENV, repr(check_seconds("set_failure_timeout", "seconds", seconds)),
+              to="this process and the sampler workers it starts")
 
 
 def call_timeout() -> float:

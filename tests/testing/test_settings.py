@@ -225,3 +225,72 @@ def test_registry_entries_are_validated():
 def test_markdown_cells():
     assert st.to_markdown(":class:`~pyg_dist.a.B` and :mod:`pyg_dist.c` take ``x | y``") == \
         "`B` and `pyg_dist.c` take `x \\| y`"
+
+
+# ------------------------------------------------------------------ (d) the environment is read in one module
+def _environ_uses(root: Path) -> list:
+    """``file:line`` of every ``os.environ`` / ``os.getenv`` in code (not in strings or comments) under ``root``,
+    the registry module left out."""
+    import io
+    import tokenize
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "envvars.py" and path.parent.name == "pyg_dist":
+            continue
+        toks = [t for t in tokenize.generate_tokens(io.StringIO(path.read_text(encoding="utf-8")).readline)
+                if t.type in (tokenize.NAME, tokenize.OP)]
+        for a, b, c in zip(toks, toks[1:], toks[2:]):
+            if a.string == "os" and b.string == "." and c.string in ("environ", "getenv", "putenv", "unsetenv"):
+                found.append(f"{path.relative_to(root)}:{a.start[0]}")
+    return found
+
+
+def test_no_module_but_envvars_touches_the_environment(tmp_path):
+    assert _environ_uses(REPO / "src" / "pyg_dist") == []
+    (tmp_path / "m.py").write_text('"""os.environ in a docstring is fine."""\nimport os\nX = os.environ.get("RANK")\n')
+    assert _environ_uses(tmp_path) == ["m.py:3"]  # the scan does see a read
+
+
+def test_raw_reads_listed_variables_only():
+    from pyg_dist import envvars
+    assert envvars.raw("RANK", {"RANK": "2"}) == "2" and envvars.raw("PYG_DIST_DATA", {}, "x") == "x"
+    with pytest.raises(InvalidArgumentError, match="PYG_DIST_NOT_A_KNOB"):
+        envvars.raw("PYG_DIST_NOT_A_KNOB", {})
+    with pytest.raises(InvalidArgumentError, match="HOME"):
+        envvars.is_set("HOME")
+
+
+@pytest.mark.parametrize("text,zero,want", [("", False, 7.0), (" 64 ", False, 64.0), ("0", True, 0.0),
+                                             ("0", False, None), ("-1", False, None), ("nan", False, None),
+                                             ("inf", False, None), ("abc", True, None)])
+def test_read_number(text, zero, want):
+    from pyg_dist import envvars
+    env = {"PYG_DIST_BUFFER_POOL_MB": text}
+    if want is None:
+        with pytest.raises(InvalidArgumentError, match=r"\$PYG_DIST_BUFFER_POOL_MB"):
+            envvars.read_number("PYG_DIST_BUFFER_POOL_MB", 7.0, env, allow_zero=zero)
+    else:
+        assert envvars.read_number("PYG_DIST_BUFFER_POOL_MB", 7.0, env, allow_zero=zero) == want
+
+
+def test_read_port():
+    from pyg_dist import envvars
+    assert envvars.read_port("PYG_DIST_RPC_PORT", {}) is None
+    assert envvars.read_port("PYG_DIST_RPC_PORT", {"PYG_DIST_RPC_PORT": "29600"}) == 29600
+    for bad in ("x", "0", "65536"):
+        with pytest.raises(InvalidArgumentError, match="PYG_DIST_RPC_PORT"):
+            envvars.read_port("PYG_DIST_RPC_PORT", {"PYG_DIST_RPC_PORT": bad})
+
+
+def test_hand_down_and_hidden_write_only_what_they_say(monkeypatch):
+    from pyg_dist import envvars
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
+    envvars.hand_down("GLOO_SOCKET_IFNAME", "lo", to="gloo")
+    assert envvars.raw("GLOO_SOCKET_IFNAME") == "lo"
+    envvars.hand_down("GLOO_SOCKET_IFNAME", "eth0", to="gloo", keep_set=True)  # the value already set wins
+    assert envvars.raw("GLOO_SOCKET_IFNAME") == "lo"
+    with envvars.hidden("GLOO_SOCKET_IFNAME", why="a test"):
+        assert not envvars.is_set("GLOO_SOCKET_IFNAME")
+    assert envvars.raw("GLOO_SOCKET_IFNAME") == "lo"
+    with pytest.raises(InvalidArgumentError, match="PATH"):
+        envvars.hand_down("PATH", "/x", to="nobody")

@@ -103,10 +103,11 @@ def test_a_setting_the_config_gives_wins_over_its_bad_variable(clean_env):
 def test_flag_and_port_readers():
     from pyg_dist.context import env_rpc_port
     from pyg_dist.envvars import read_flag
-    assert [read_flag("PYG_DIST_X", d, {"PYG_DIST_X": v}) for d, v in
+    flag = "PYG_DIST_MALLOC_TUNING"
+    assert [read_flag(flag, d, {flag: v}) for d, v in
             [(True, ""), (False, ""), (True, "no"), (False, "ON")]] == [True, False, False, True]
-    with pytest.raises(InvalidArgumentError, match=r"\$PYG_DIST_X.*'2'"):
-        read_flag("PYG_DIST_X", True, {"PYG_DIST_X": "2"})
+    with pytest.raises(InvalidArgumentError, match=r"\$PYG_DIST_MALLOC_TUNING.*'2'"):
+        read_flag(flag, True, {flag: "2"})
     assert env_rpc_port({"PYG_DIST_RPC_PORT": "1"}) == 1
     for bad in ("0", "65536", "x"):
         with pytest.raises(InvalidArgumentError, match="PYG_DIST_RPC_PORT"):

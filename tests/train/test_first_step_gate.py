@@ -78,6 +78,36 @@ def test_a_rank_late_for_a_later_step_ends_its_peer_within_the_bound(folder):
     assert BOUND * 0.9 <= waited0 < LATE
 
 
+def _uneven_evaluation_first(rank, world_size, root):
+    """Evaluation first, over seeds only partition 0 owns (``seed_split="partition"``: rank 1 has no batch), then
+    training: the gate waits at the first batch of the training loader, not of the evaluation one."""
+    import torch
+
+    from pyg_dist import DistNeighborLoader, wrap_ddp
+    from pyg_dist.train.session import TrainConfig, dist_session
+    with dist_session(TrainConfig(root, timeout=60, failure_timeout=BOUND)) as env:
+        mine = env.graph_store.book.owned_ids("_N", 0)  # the same global ids on every rank
+        evaluation = DistNeighborLoader(env, [3], batch_size=40, input_nodes=mine, seed=0, seed_split="partition")
+        started = time.monotonic()
+        seen = sum(int(b.batch_size) for b in evaluation)
+        evaluated = time.monotonic() - started
+        train = DistNeighborLoader(env, [3], batch_size=40, input_nodes="train_mask", seed=0)
+        model = wrap_ddp(torch.nn.Linear(env.num_features(None), 2), env)
+        steps = 0
+        for batch in train:
+            model(batch.x.float()).sum().backward()
+            steps += 1
+    return seen, int(mine.numel()), evaluated, steps
+
+
+@pytest.mark.timeout(120)
+def test_a_loader_with_no_batch_on_some_rank_does_not_hold_the_gate(folder):
+    (seen0, n, took0, steps0), (seen1, _, _, steps1) = spawn_world(2, _uneven_evaluation_first, folder, timeout=100)
+    assert seen0 == n > 0 and seen1 == 0  # every seed of partition 0 on rank 0, none on rank 1
+    assert took0 < 30  # not held at the gate until the 60 s start-up bound
+    assert steps0 == steps1 > 2
+
+
 def test_the_gate_acts_once_and_only_after_dist_session_held_it(monkeypatch):
     """A drop-in loader under a user's own process group (no ``hold_first_step``) passes straight through; after
     ``hold_first_step`` the gate acts once per process (here a world of one: nothing to wait for)."""

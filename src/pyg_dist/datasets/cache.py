@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from pyg_dist.envvars import raw
+
 
 def cache_home() -> Path:
     """``$XDG_CACHE_HOME/pyg_dist`` (when set and not empty), else ``~/.cache/pyg_dist``; not created here.
@@ -17,5 +19,5 @@ def cache_home() -> Path:
         >>> cache_home().name
         'pyg_dist'
     """
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    base = raw("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "pyg_dist"

@@ -1,12 +1,12 @@
 """Offline Planetoid (Cora / CiteSeer / PubMed) loading without writing next to the input."""
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Optional, Union
 
+from pyg_dist.envvars import raw
 from pyg_dist.errors import InvalidArgumentError
 
 _NAMES = {"cora": "Cora", "citeseer": "CiteSeer", "pubmed": "PubMed"}
@@ -16,7 +16,7 @@ def shared_data_root() -> Path:
     """The folder holding shared real data: ``$PYG_DIST_DATA`` (when set and not empty), else the per-user
     ``data/`` folder of :func:`~pyg_dist.datasets.cache.cache_home` (``$XDG_CACHE_HOME/pyg_dist/data``, else
     ``~/.cache/pyg_dist/data``); nothing outside the user's own folders is looked at by default."""
-    env = os.environ.get("PYG_DIST_DATA")
+    env = raw("PYG_DIST_DATA")
     if env:
         return Path(env)
     from pyg_dist.datasets.cache import cache_home

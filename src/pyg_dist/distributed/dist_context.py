@@ -6,11 +6,11 @@ PyG's context names a process (``rank``, ``world_size``, ``group_name``); pyg_di
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from enum import Enum
 from typing import Mapping, Optional, Union
 
+from pyg_dist import envvars
 from pyg_dist.context import AGENT_STORE_ENV
 from pyg_dist.context import DistContext as NativeContext
 from pyg_dist.errors import InvalidArgumentError, check_positive_int
@@ -65,7 +65,7 @@ class DistContext:
 def resolve_address(where: str, master_addr: Optional[str], master_port: Union[int, str, None],
                     env: Optional[Mapping[str, str]] = None):
     """PyG's defaults: ``MASTER_ADDR`` and ``MASTER_PORT + 1`` from the environment when not given."""
-    environ = os.environ if env is None else env
+    environ = envvars.environ(env)
     addr = master_addr if master_addr is not None else environ.get("MASTER_ADDR")
     if not isinstance(addr, str) or not addr:
         raise InvalidArgumentError(where, "master_addr", master_addr,
@@ -95,7 +95,7 @@ def native_context(where: str, ctx, num_partitions: int, master_addr: str, rpc_p
         return ctx
     if not isinstance(ctx, DistContext):
         raise InvalidArgumentError(where, "current_ctx", ctx, "a pyg_dist.distributed.DistContext")
-    environ = os.environ if env is None else env
+    environ = envvars.environ(env)
     ddp = int(environ["MASTER_PORT"]) if environ.get("MASTER_PORT") else (rpc_port - 1 if rpc_port > 1 else 2)
     if ddp == rpc_port:
         raise InvalidArgumentError(where, "master_port", rpc_port,

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from pyg_dist._fsio import BLOCK_BYTES, DIGESTS, digest_file
+from pyg_dist.envvars import raw
 from pyg_dist.errors import PartitionFormatError
 from pyg_dist.format import digests as D
 from pyg_dist.format import meta as M
@@ -54,7 +55,7 @@ def cache_path() -> Path:
     """The folder of remembered files: ``$XDG_CACHE_HOME/pyg_dist/verified/``, else
     ``~/.cache/pyg_dist/verified/``; one small entry per file (so an open reads only its own files' entries,
     and ranks writing at once never rewrite each other's)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    base = raw("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "pyg_dist" / CACHE_NAME
 
 

@@ -93,7 +93,7 @@ def rank_seeds(where: str, items: Dict[str, Tensor], key: str, ctx, meta, ntype:
     from pyg_dist.loader.seed_split import BalancePlan
     n = items[key].numel()
     batches = n // batch_size if drop_last else -(-n // batch_size)
-    return SeedShare(items, batches, BalancePlan(batches, (n,), (n,), (), (0,)))
+    return SeedShare(items, batches, BalancePlan(batches, (n,), (n,), (), (0,)), agreed=False)
 
 
 class DistNeighborLoader(NodeLoader, DistPipelineLoader):

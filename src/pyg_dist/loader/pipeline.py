@@ -144,8 +144,11 @@ class DistPipelineLoader(PipelineLoader):
 
     def first_batch_gate(self) -> None:
         """Every rank waits here until all have their first batch (:func:`pyg_dist.timeouts.first_step_gate`:
-        once per process, under the start-up bound), so that DDP's first all-reduce starts together."""
-        timeouts.first_step_gate()
+        once per process, under the start-up bound), so that DDP's first all-reduce starts together. Only a
+        loader whose batch count the ranks agreed on gates (a ``seed_split="partition"`` loader may have no batch
+        on some rank: it passes straight through)."""
+        if self.seed_share.agreed:
+            timeouts.first_step_gate()
 
     def host_batches(self) -> Iterator:
         """The in-process prefetch with ``concurrency > 1`` and no workers, else torch's ``DataLoader``."""

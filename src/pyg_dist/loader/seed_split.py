@@ -164,12 +164,15 @@ class SeedShare:
     Attributes:
         items: Aligned tensors (first dimension = seeds), e.g. ``{"seed": ids}`` or, for links,
             ``{"src": ..., "dst": ..., "label": ...}``; own seeds first, then received ones.
-        num_batches: Batches per epoch, equal on every rank.
+        num_batches: Batches per epoch, equal on every rank (when ``agreed``).
         plan: The agreed plan (the same object on every rank).
+        agreed: Whether the ranks agreed on the batch count (``False``: a ``seed_split="partition"`` share,
+            this rank's own count, possibly none).
     """
     items: Dict[str, Tensor]
     num_batches: int
     plan: BalancePlan
+    agreed: bool = True
 
     @property
     def num_seeds(self) -> int:

@@ -25,6 +25,7 @@ from typing import Optional
 
 import torch
 
+from pyg_dist.envvars import is_set, raw
 from pyg_dist.errors import InvalidArgumentError
 
 #: Kernel backends a caller may name; ``auto`` resolves per call.
@@ -59,7 +60,7 @@ def env_backend() -> str:
         >>> env_backend() in ("auto", "torch")
         True
     """
-    value = os.environ.get(BACKEND_ENV, "")
+    value = raw(BACKEND_ENV)
     if value == "":
         return "auto"
     if value not in BACKEND_ENV_VALUES:
@@ -77,7 +78,7 @@ def _load_numba():
     if _NUMBA is None:
         try:
             import numba
-            if "NUMBA_THREADING_LAYER" not in os.environ:
+            if not is_set("NUMBA_THREADING_LAYER"):
                 numba.config.THREADING_LAYER = "workqueue"
             from pyg_dist.ops import _numba_relabel, _numba_sample
             _NUMBA = (numba, _numba_sample, _numba_relabel)

@@ -24,6 +24,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 from pyg_dist._version import __version__
+from pyg_dist.envvars import raw
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
 from pyg_dist.format.precision import FEATURE_DTYPES, parse_dtype
 from pyg_dist.partition.config import METHODS, OOC_METHODS, PartitionConfig
@@ -187,10 +188,8 @@ def _check_out_of_core(args: argparse.Namespace) -> None:
 def torchrun_comm():
     """Under ``torchrun`` with more than one rank: a gloo process group (initialised here) as a
     :class:`~pyg_dist.partition.ooc.comm.TorchComm`; otherwise the one-process :class:`Comm`."""
-    import os
-
     from pyg_dist.partition.ooc.comm import Comm, TorchComm
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+    if int(raw("WORLD_SIZE", default="1")) <= 1:
         return Comm()
     from pyg_dist.group import init_process_group
     init_process_group("gloo")  # the same set-up as a training job's (torchrun's store, keys per attempt)

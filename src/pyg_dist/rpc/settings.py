@@ -29,6 +29,7 @@ import stat
 import warnings
 from typing import Any, List, Optional
 
+from ..envvars import raw, read_number
 from ..errors import InvalidArgumentError
 
 TRANSPORT_ENV = "PYG_DIST_TRANSPORT"
@@ -52,29 +53,22 @@ TP_TRANSPORTS_OLD_ENV = "PYG_DIST_RPC_TRANSPORTS"
 def transport_name(value: Optional[str] = None) -> str:
     """``value``, else ``$PYG_DIST_TRANSPORT``, else the default; :class:`InvalidArgumentError` for another name."""
     where, arg = ("init_rpc", "transport") if value is not None else ("init_rpc", TRANSPORT_ENV)
-    raw = value if value is not None else (os.environ.get(TRANSPORT_ENV, "").strip() or DEFAULT_TRANSPORT)
-    if not isinstance(raw, str) or raw.strip().lower() not in TRANSPORTS:
-        raise InvalidArgumentError(where, arg, raw, f"one of {list(TRANSPORTS)}")
-    return raw.strip().lower()
+    text = value if value is not None else (raw(TRANSPORT_ENV).strip() or DEFAULT_TRANSPORT)
+    if not isinstance(text, str) or text.strip().lower() not in TRANSPORTS:
+        raise InvalidArgumentError(where, arg, text, f"one of {list(TRANSPORTS)}")
+    return text.strip().lower()
 
 def wire_mode(value: Any = None) -> str:
     """``value``, else ``$PYG_DIST_WIRE_PROTECTION``, else ``integrity``; :class:`InvalidArgumentError` otherwise."""
     where, arg = ("init_rpc", "wire_protection") if value is not None else ("sockets transport", WIRE_ENV)
-    raw = value if value is not None else (os.environ.get(WIRE_ENV, "").strip() or DEFAULT_MODE)
-    if not isinstance(raw, str) or raw.strip().lower() not in MODES:
-        raise InvalidArgumentError(where, arg, raw, f"one of {list(MODES)}")
-    return raw.strip().lower()
+    text = value if value is not None else (raw(WIRE_ENV).strip() or DEFAULT_MODE)
+    if not isinstance(text, str) or text.strip().lower() not in MODES:
+        raise InvalidArgumentError(where, arg, text, f"one of {list(MODES)}")
+    return text.strip().lower()
 
 def frame_max_bytes() -> int:
     """The most tensor bytes of one frame (``$PYG_DIST_FRAME_MAX_MB``, default 1024 MiB), read at each call."""
-    raw = os.environ.get(FRAME_MAX_ENV, "").strip() or str(DEFAULT_FRAME_MAX_MB)
-    try:
-        mb = float(raw)
-    except ValueError:
-        mb = -1.0
-    if not mb > 0:
-        raise InvalidArgumentError("sockets transport", FRAME_MAX_ENV, raw, "a number of MiB > 0")
-    return int(mb * (1 << 20))
+    return int(read_number(FRAME_MAX_ENV, DEFAULT_FRAME_MAX_MB) * (1 << 20))
 
 def read_secret_file(path: str) -> bytes:
     """The secret in ``path``: a regular file only its owner may read or write, holding at least 16 bytes.
@@ -119,7 +113,7 @@ def _kind(mode: int) -> str:
 
 def file_secret() -> Optional[bytes]:
     """The secret of ``$PYG_DIST_SECRET_FILE``, or ``None`` when it is unset."""
-    path = os.environ.get(SECRET_ENV, "").strip()
+    path = raw(SECRET_ENV).strip()
     return read_secret_file(path) if path else None
 
 def tensorpipe_transports() -> Optional[List[str]]:
@@ -129,11 +123,11 @@ def tensorpipe_transports() -> Optional[List[str]]:
     a core per rank with it and ~0 % with ``uv``, which also works across machines. The old name,
     ``$PYG_DIST_RPC_TRANSPORTS``, is read when the new one is unset, with a ``DeprecationWarning``."""
     var = TP_TRANSPORTS_ENV
-    if not os.environ.get(var, "").strip() and os.environ.get(TP_TRANSPORTS_OLD_ENV, "").strip():
+    if not raw(var).strip() and raw(TP_TRANSPORTS_OLD_ENV).strip():
         var = TP_TRANSPORTS_OLD_ENV
         warnings.warn(f"{TP_TRANSPORTS_OLD_ENV} is deprecated: set {TP_TRANSPORTS_ENV} (TensorPipe's own transports; "
                       "PYG_DIST_TRANSPORT picks pyg_dist's RPC transport)", DeprecationWarning, stacklevel=2)
-    value = os.environ.get(var, "").strip() or "uv"
+    value = raw(var).strip() or "uv"
     if value == "default":
         return None
     names = [v.strip() for v in value.split(",") if v.strip()]

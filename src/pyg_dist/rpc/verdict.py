@@ -26,6 +26,7 @@ import time
 from typing import Any, Callable, Dict, Optional
 
 from ..context import AGENT_STORE_ENV
+from ..envvars import is_set, raw
 from ..errors import PyGDistError
 from ..group import attempt_prefix, attempt_store
 from .state import live_state
@@ -45,7 +46,7 @@ def _open_store() -> Any:
     import torch.distributed as dist
 
     wait = datetime.timedelta(seconds=STORE_TIMEOUT)
-    if os.environ.get(AGENT_STORE_ENV) == "True" and "MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ:
+    if raw(AGENT_STORE_ENV) == "True" and is_set("MASTER_ADDR") and is_set("MASTER_PORT"):
         return attempt_store(None, wait, prefix=_PREFIX)
     prefix = f"{attempt_prefix()}/{_PREFIX}"
     if dist.is_available() and dist.is_initialized():
@@ -78,7 +79,7 @@ def _keys() -> list:
     """``rank/<RANK>`` for a trainer (a sampler worker inherits its trainer's RANK: only its name), the RPC name."""
     state = live_state()
     trainer = state is None or state.ctx.worker_id is None
-    keys = [f"rank/{os.environ['RANK']}"] if trainer and os.environ.get("RANK", "").isdigit() else []
+    keys = [f"rank/{raw('RANK')}"] if trainer and raw("RANK").isdigit() else []
     if state is not None:
         keys.append(f"name/{state.name}")
     return keys
@@ -107,7 +108,7 @@ def publish_in_flight() -> bool:
     exc = sys.exc_info()[1]
     if not isinstance(exc, PyGDistError) or os.getpid() in _MINE:
         return False
-    rank = os.environ.get("RANK", "")
+    rank = raw("RANK")
     return publish(line_of(exc, int(rank) if rank.isdigit() else None))
 
 

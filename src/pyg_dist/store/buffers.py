@@ -35,6 +35,7 @@ import torch
 from torch import Tensor
 
 from pyg_dist._alloc import allocator_tuned
+from pyg_dist.envvars import read_number
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.ops.rows import take_rows
 
@@ -54,15 +55,7 @@ _use_count = getattr(torch._C, "_storage_Use_Count", None)
 
 
 def _default_limit() -> int:
-    raw = os.environ.get("PYG_DIST_BUFFER_POOL_MB", "1024")
-    try:
-        mb = float(raw)
-    except ValueError:
-        raise InvalidArgumentError("pyg_dist buffer pool", "$PYG_DIST_BUFFER_POOL_MB", raw,
-                                   "a number of MiB (0 turns the pool off)") from None
-    if not mb >= 0:
-        raise InvalidArgumentError("pyg_dist buffer pool", "$PYG_DIST_BUFFER_POOL_MB", raw, "a number >= 0")
-    return int(mb * 2 ** 20)
+    return int(read_number("PYG_DIST_BUFFER_POOL_MB", 1024.0, allow_zero=True) * 2 ** 20)  # 0: no pool
 
 
 class BufferPool:
@@ -85,7 +78,6 @@ class BufferPool:
         """One more (``on``) or one fewer CUDA device stage running in this process
         (:mod:`pyg_dist.loader.device`): while any runs, buffers are page-locked, so the stage's copies to
         the GPU are asynchronous without a copy into pinned memory first. A forked child never pins."""
-        import os
         with self._lock:
             pid, count = self._pinning
             count = count if pid == os.getpid() else 0
@@ -94,7 +86,6 @@ class BufferPool:
     @property
     def pinned(self) -> bool:
         """Whether new buffers are page-locked now (a CUDA device stage runs in this process)."""
-        import os
         pid, count = self._pinning
         return count > 0 and pid == os.getpid()
 

@@ -31,7 +31,6 @@ Example:
 from __future__ import annotations
 
 import math
-import os
 import threading
 import time
 import weakref
@@ -40,7 +39,8 @@ from typing import Iterable, Optional, Set, Tuple
 
 from torch import Tensor
 
-from pyg_dist.errors import InvalidArgumentError, ServingLimitError
+from pyg_dist.envvars import read_number
+from pyg_dist.errors import ServingLimitError
 
 REPLY_MAX_ENV = "PYG_DIST_REPLY_MAX_MB"
 SERVE_BUDGET_ENV = "PYG_DIST_SERVE_BUDGET_MB"
@@ -51,16 +51,7 @@ _MIB = 1 << 20
 
 def _mib_setting(name: str, default: float) -> int:
     """``$name`` (MiB, a number > 0; unset or empty: ``default``) in bytes, or InvalidArgumentError naming it."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return int(default * _MIB)
-    try:
-        mib = float(raw)
-    except ValueError:
-        mib = float("nan")
-    if not (mib > 0 and mib < float("inf")):
-        raise InvalidArgumentError("environment", f"${name}", raw, "a number of MiB > 0")
-    return max(1, int(mib * _MIB))
+    return max(1, int(read_number(name, default) * _MIB))
 
 
 def reply_max_bytes() -> int:

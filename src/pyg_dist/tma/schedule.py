@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import datetime
 import itertools
-import os
 import threading
 import time
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+from pyg_dist.envvars import raw
 from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_positive_int, check_seconds
 
 _WHERE = "TMAConfig"
@@ -92,7 +92,7 @@ def connect_store(timeout: Optional[float] = None):
     from pyg_dist import timeouts
     from pyg_dist.group import attempt_store
 
-    addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+    addr, port = raw("MASTER_ADDR") or None, raw("MASTER_PORT") or None
     if not addr or not port:
         raise InvalidArgumentError("run_tma", "MASTER_ADDR/MASTER_PORT", (addr, port),
                                    "set (launch with torchrun, or init_process_group with env://)")

@@ -33,6 +33,7 @@ import time
 import traceback
 from typing import Callable, Iterable, Optional, Sequence
 
+from pyg_dist.envvars import raw
 from pyg_dist.errors import PEER_LOST, PeerFailedError, PyGDistError
 
 LOG = logging.getLogger("pyg_dist")
@@ -43,7 +44,7 @@ TRACEBACK_ENV = "PYG_DIST_TRACEBACK"
 def env_rank() -> int:
     """This process's rank under torchrun (``$RANK``), 0 otherwise."""
     try:
-        return int(os.environ.get("RANK", "0"))
+        return int(raw("RANK", default="0"))
     except ValueError:
         return 0
 
@@ -89,7 +90,7 @@ def peer_failure(exc: BaseException) -> Optional[PeerFailedError]:
 
 def _world_size() -> int:
     try:
-        return int(os.environ.get("WORLD_SIZE", "1"))
+        return int(raw("WORLD_SIZE", default="1"))
     except ValueError:
         return 1
 
@@ -119,7 +120,7 @@ _NOW: dict = {"spoken": False, "terminating": False, "rank": 0, "pid": None}
 
 def _fail(rank: int, exc: BaseException) -> None:
     LOG.debug("[rank %d] failed", rank, exc_info=True)
-    if os.environ.get(TRACEBACK_ENV) == "1":
+    if raw(TRACEBACK_ENV) == "1":
         traceback.print_exc()
     line = f"[rank {rank}] {one_line(exc)}"
     _say(line)
@@ -150,7 +151,7 @@ def _flush(stream) -> None:
 
 def _under_torchrun() -> bool:
     from pyg_dist.context import AGENT_STORE_ENV
-    return os.environ.get(AGENT_STORE_ENV) == "True" and _world_size() > 1
+    return raw(AGENT_STORE_ENV) == "True" and _world_size() > 1
 
 
 def run_main(main: Callable[[Optional[Sequence[str]]], object], argv: Optional[Sequence[str]] = None) -> None:

@@ -40,6 +40,7 @@ import threading
 from typing import Any, Callable, ContextManager, Mapping, Optional
 
 from pyg_dist import timeouts
+from pyg_dist.envvars import raw
 from pyg_dist.errors import AgentLostError, InvalidArgumentError, check_seconds
 
 #: Set by torchrun's agent in every rank's environment.
@@ -51,7 +52,7 @@ _PR_SET_PDEATHSIG = 1
 
 def launched_by_agent(environ: Optional[Mapping[str, str]] = None) -> bool:
     """Whether this process is a rank a torchrun agent started (``$TORCHELASTIC_RUN_ID`` set)."""
-    return bool((os.environ if environ is None else environ).get(AGENT_ENV))
+    return bool(raw(AGENT_ENV, environ))
 
 
 def _death_signal() -> Optional[int]:

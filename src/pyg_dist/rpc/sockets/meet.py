@@ -25,6 +25,7 @@ from datetime import timedelta
 from typing import Dict, List, Tuple
 
 from ...context import DistContext
+from ...envvars import raw
 from ...errors import PeerFailedError, PyGDistError, RpcTimeoutError, TamperedStoreError
 from .. import verdict
 from .auth import Keyring
@@ -37,8 +38,7 @@ LOOK_EVERY = 2.0
 def store_address(ctx: DistContext) -> str:
     """The store this world meets in, as an error should name it."""
     if ctx.rpc_init_method == "env://":
-        import os
-        where = f"{os.environ.get('MASTER_ADDR', ctx.master_addr)}:{os.environ.get('MASTER_PORT', ctx.master_port)}"
+        where = f"{raw('MASTER_ADDR', default=ctx.master_addr)}:{raw('MASTER_PORT', default=str(ctx.master_port))}"
         return f"torchrun's agent store at {where}"
     return f"the RPC rendezvous store at {ctx.master_addr}:{ctx.rpc_port}"
 

@@ -23,6 +23,7 @@ import os
 import threading
 from typing import Any, Optional
 
+from ...envvars import raw
 from .. import verdict
 
 #: ``std::set_terminate(void (*)())`` in libstdc++ (loaded by torch).
@@ -32,7 +33,7 @@ _INSTALLED: dict = {}
 
 
 def _line(name: str) -> bytes:
-    rank = os.environ.get("RANK", "?")
+    rank = raw("RANK", default="?")
     return (f"[rank {rank}] TransportAbortError: {name} (pid {os.getpid()}): torch RPC's transport (TensorPipe) "
             "aborted on an uncaught C++ error, most likely an unexpected connection to one of its listeners "
             "(a port scanner or health check); firewall them (README: Security)\n").encode()

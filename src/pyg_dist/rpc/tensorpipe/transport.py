@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import os
 import warnings
 from datetime import timedelta
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 import torch
 
 from ...context import AGENT_STORE_ENV, DistContext
+from ...envvars import hidden
 from ...errors import InvalidArgumentError, PyGDistError, RpcTimeoutError
 from ...timeouts import run_bounded
 from .. import callees, join, leave, verdict
@@ -82,14 +82,6 @@ def init_method(ctx: DistContext) -> str:
     return f"{ATTEMPT_SCHEME}://"
 
 
-@contextlib.contextmanager
-def _without_env(var: Optional[str]) -> Iterator[None]:
-    saved = os.environ.pop(var, None) if var else None
-    try:
-        yield
-    finally:
-        if var and saved is not None:
-            os.environ[var] = saved
 
 
 class TensorPipeTransport(Transport):
@@ -118,11 +110,11 @@ class TensorPipeTransport(Transport):
         # Workers inherit TORCHELASTIC_USE_AGENT_STORE from torchrun; with it a tcp:// rendezvous acts as a
         # store client only and hangs (design.md §7). Hide it while the rendezvous runs (rank 0 also
         # hosts the store itself, see join.host_store), restore it afterwards for DDP.
-        drop = AGENT_STORE_ENV if method.startswith("tcp://") else None
         try:
             if ctx.hosts_rpc_store:
                 join.host_store(ctx, timeout)
-            with _without_env(drop):
+            with hidden(AGENT_STORE_ENV, why="a tcp:// TensorPipe rendezvous") if method.startswith("tcp://") \
+                    else contextlib.nullcontext():
                 run_bounded(lambda: _init_torch_rpc(rpc, name, ctx, opts), timeout, what)
         except RpcTimeoutError as exc:
             raise RpcTimeoutError(f"{exc}; did every rank start, and is {method} reachable?") from None
