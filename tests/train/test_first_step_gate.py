@@ -80,12 +80,13 @@ def test_a_rank_late_for_a_later_step_ends_its_peer_within_the_bound(folder):
 
 def _uneven_evaluation_first(rank, world_size, root):
     """Evaluation first, over seeds only partition 0 owns (``seed_split="partition"``: rank 1 has no batch), then
-    training: the gate waits at the first batch of the training loader, not of the evaluation one."""
+    training: the gate waits at the first batch of the training loader, not of the evaluation one. (The failure
+    bound is 20 s here: rank 1 waits in the training loader's seed agreement while rank 0 evaluates.)"""
     import torch
 
     from pyg_dist import DistNeighborLoader, wrap_ddp
     from pyg_dist.train.session import TrainConfig, dist_session
-    with dist_session(TrainConfig(root, timeout=60, failure_timeout=BOUND)) as env:
+    with dist_session(TrainConfig(root, timeout=60, failure_timeout=20.0)) as env:
         mine = env.graph_store.book.owned_ids("_N", 0)  # the same global ids on every rank
         evaluation = DistNeighborLoader(env, [3], batch_size=40, input_nodes=mine, seed=0, seed_split="partition")
         started = time.monotonic()
@@ -104,7 +105,7 @@ def _uneven_evaluation_first(rank, world_size, root):
 def test_a_loader_with_no_batch_on_some_rank_does_not_hold_the_gate(folder):
     (seen0, n, took0, steps0), (seen1, _, _, steps1) = spawn_world(2, _uneven_evaluation_first, folder, timeout=100)
     assert seen0 == n > 0 and seen1 == 0  # every seed of partition 0 on rank 0, none on rank 1
-    assert took0 < 30  # not held at the gate until the 60 s start-up bound
+    assert took0 < 40  # not held at the gate until the 60 s start-up bound
     assert steps0 == steps1 > 2
 
 
