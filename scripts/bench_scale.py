@@ -13,6 +13,8 @@ each rank writes its own timeline. Prints ONE table, one row per job:
   is what must not grow with width while the wall time does), split into ``import / session / batch``: the
   interpreter and the libraries' imports (nothing of pyg_dist runs yet: what the machine's contention alone
   does to a process), ``dist_session`` (process group, partition, RPC world), the loader and its first batch;
+  ``session steps s``: the slowest rank's wall seconds in each of ``dist_session``'s start-up steps
+  (``DistEnv.startup_seconds``: world, local, group, open, rpc, caches);
   ``epoch s`` (slowest rank), ``shutdown s`` (the
   slowest rank's end of epoch to leaving ``dist_session``: workers stopped, RPC and the process group left),
   ``exit s`` (the last rank leaving ``dist_session`` to the job's exit: interpreters ending, torchrun's agent);
@@ -55,6 +57,7 @@ def rank_main(args) -> None:
     times: Dict[str, float] = {"import_cpu": _cpu_seconds()}  # the interpreter and the libraries, nothing of ours
     with dist_session(TrainConfig(args.partition_dir, num_workers=args.workers)) as env:
         times["opened"], times["open_cpu"] = time.time(), _cpu_seconds()
+        times.update({f"step_{k}": v for k, v in env.startup_seconds.items()})  # dist_session's own clock
         loader = DistNeighborLoader(env, [10, 5], input_nodes="train_mask", batch_size=256, shuffle=True,
                                     num_workers=args.workers, seed=0)
         model = wrap_ddp(GraphSAGE(env.num_features(None), 64,
@@ -209,7 +212,21 @@ def run_row(trainers: int, workers: int, args) -> Dict[str, object]:
             "import_cpu_s_per_proc": sum(imp) / len(imp) if imp else float("nan"),
             "session_cpu_s_per_proc": sum(sess) / len(sess) if sess else float("nan"),
             "epoch_s": max(epoch, default=float("nan")), "shutdown_s": max(leave, default=float("nan")),
-            "exit_s": ended - last_left, **peak, "seeds": seeds}
+            "exit_s": ended - last_left, **peak, "seeds": seeds, "startup_steps_s": _steps(times)}
+
+
+def _steps(times: Dict[int, Dict[str, float]]) -> Dict[str, float]:
+    """dist_session's start-up steps (``DistEnv.startup_seconds``): the slowest rank's wall seconds in each."""
+    steps: Dict[str, float] = {}
+    for t in times.values():
+        for k, v in t.items():
+            if k.startswith("step_"):
+                steps[k[5:]] = max(steps.get(k[5:], 0.0), v)
+    return steps
+
+
+def _steps_cell(r: dict) -> str:
+    return " ".join(f"{k} {v:.1f}" for k, v in r["startup_steps_s"].items()) or "-"
 
 
 def _split(r: dict) -> str:
@@ -241,7 +258,7 @@ def main() -> None:
     if args.rank_main:
         return rank_main(args)
     head = ("trainers x workers", "procs", "exit", "launch->batch s", "start cpu s/proc", "import / session / batch",
-            "epoch s", "shutdown s",
+            "session steps s (slowest rank)", "epoch s", "shutdown s",
             "exit s", "threads", "open files", "sockets", "RSS MB", "seeds")
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
@@ -250,7 +267,8 @@ def main() -> None:
         r = run_row(trainers, workers, args)
         rows.append(r)
         print(f"| {trainers} x {workers} | {r['procs']} | {r['exit']} | {r['launch_to_batch_s']:.1f} | "
-              f"{r['start_cpu_s_per_proc']:.2f} | {_split(r)} | {r['epoch_s']:.1f} | {r['shutdown_s']:.1f} | "
+              f"{r['start_cpu_s_per_proc']:.2f} | {_split(r)} | {_steps_cell(r)} | {r['epoch_s']:.1f} | "
+              f"{r['shutdown_s']:.1f} | "
               f"{r['exit_s']:.1f} | "
               f"{r['threads']} | "
               f"{r['files']} | {r['sockets']} | {r['rss_mb']} | {r['seeds']} |", flush=True)

@@ -109,7 +109,8 @@ def test_bad_device_values():
 
 
 def test_gradient_backend_and_rank_device():
-    from pyg_dist.train.session import TrainConfig, gradient_backend, rank_device
+    from pyg_dist.train.session import TrainConfig
+    from pyg_dist.train.startup import gradient_backend, rank_device
     cfg = TrainConfig("/tmp/x")
     gpu = torch.device("cuda", 0)
 

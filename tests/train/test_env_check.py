@@ -10,7 +10,7 @@ import pyg_dist
 from pyg_dist.envvars import ENV_VARS
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.partition import Partitioner
-from pyg_dist.train import env_check, session
+from pyg_dist.train import env_check, session, startup
 
 #: One value each variable's reader must refuse. A variable added to the registry without one fails
 #: test_every_registered_variable_has_a_bad_value_and_a_reader: add both (here and in env_check.READERS).
@@ -60,7 +60,7 @@ def test_every_registered_variable_has_a_bad_value_and_a_reader():
 @pytest.mark.parametrize("name", NAMES)
 def test_a_bad_variable_fails_dist_session_before_the_process_group(folder, clean_env, name):
     formed = []
-    clean_env.setattr(session, "join_group", lambda *a, **k: formed.append(a))
+    clean_env.setattr(startup, "join_world_group", lambda *a, **k: formed.append(a))
     clean_env.setenv(name, BAD[name])
     deprecated = pytest.warns(DeprecationWarning, match=f"{name} is deprecated") if name == "PYG_DIST_RPC_TRANSPORTS" \
         else warnings.catch_warnings()                                # the old name says so, as it is read

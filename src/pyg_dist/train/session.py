@@ -9,32 +9,33 @@ A training script launched by ``torchrun`` needs three lines of this module::
         model = wrap_ddp(GraphSAGE(...), env)
         ...                                                                 # an ordinary PyG loop
 
-What :func:`dist_session` does, in order: builds the :class:`~pyg_dist.context.DistContext` from
-torchrun's environment and the folder's partition count; initialises the process group (``gloo`` on
-CPU, ``nccl`` on CUDA, on ``MASTER_PORT``); opens this rank's partition (memory-mapped: the ranks of one
-partition on one machine share one copy); registers this partition's callees (feature lookups,
-one-hop sampling); joins RPC when ``num_workers == 0`` (else the loaders' workers join). On exit it
-shuts RPC down first (gracefully when the body succeeded, locally after a failure), then destroys the
-process group, whatever happened.
+What :func:`dist_session` does, in order (:mod:`pyg_dist.train.startup`: each step with its own settings, made
+from the :class:`TrainConfig` in one place, and timed: ``DistEnv.startup_seconds``): builds the
+:class:`~pyg_dist.context.DistContext` from torchrun's environment and the folder's partition count; initialises
+the process group (``gloo`` on CPU, ``nccl`` on CUDA, on ``MASTER_PORT``); opens this rank's partition
+(memory-mapped: the ranks of one partition on one machine share one copy); registers this partition's callees
+(feature lookups, one-hop sampling); joins RPC when ``num_workers == 0`` (else the loaders' workers join); fills
+the caches. On exit it shuts RPC down first (gracefully when the body succeeded, locally after a failure), then
+destroys the process group, whatever happened.
 """
 from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional, Union
+from typing import Any, Dict, Iterator, Optional, Union
 
 import torch
 
 from pyg_dist import timeouts
-from pyg_dist._alloc import tune_allocator, warn_huge_pages_missed
 from pyg_dist.context import DistContext
-from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_choice, check_positive_int, check_seconds
+from pyg_dist.errors import InvalidArgumentError, check_choice, check_positive_int, check_seconds
 from pyg_dist.format.precision import BATCH_DTYPES, parse_dtype
 from pyg_dist.rpc.settings import MODES as WIRE_MODES
 from pyg_dist.rpc.settings import TRANSPORTS
-from pyg_dist.train.opening import join_group, open_bound, open_everywhere
+from pyg_dist.train import startup
+from pyg_dist.train.startup import teardown
 
 LOG = logging.getLogger("pyg_dist")
 _WHERE = "TrainConfig"
@@ -211,6 +212,8 @@ class DistEnv:
         graph_store / feature_store: This rank's partition (``LocalGraphStore`` / ``LocalFeatureStore``).
         gpu_cache: The :class:`~pyg_dist.store.cache.device.DeviceFeatureCache` of ``TrainConfig.gpu_cache_bytes``,
             or ``None``; the distributed loaders built on this env use it.
+        startup_seconds: Wall seconds of each start-up step (:mod:`pyg_dist.train.startup`), in order:
+            ``world``, ``local``, ``group``, ``open``, ``rpc``, ``caches``.
     """
     config: TrainConfig
     ctx: DistContext
@@ -218,6 +221,7 @@ class DistEnv:
     graph_store: Any
     feature_store: Any
     gpu_cache: Any = None
+    startup_seconds: Dict[str, float] = field(default_factory=dict)
 
     @property
     def rank(self) -> int:
@@ -277,74 +281,6 @@ class DistEnv:
         return int(top)
 
 
-def rank_device(cfg: TrainConfig, ctx: DistContext) -> torch.device:
-    """This rank's device: ``cfg.device``; ``None`` or ``"cuda"`` -> ``cuda:LOCAL_RANK % GPUs`` when CUDA is
-    available (``None`` without CUDA -> ``cpu``)."""
-    dev = torch.device(cfg.device) if cfg.device is not None else None
-    if dev is not None and (dev.type == "cpu" or dev.index is not None):
-        return dev
-    if dev is None and not torch.cuda.is_available():
-        return torch.device("cpu")
-    local = ctx.local_rank if ctx.local_rank is not None else ctx.rank
-    return torch.device("cuda", local % torch.cuda.device_count())
-
-
-def gradient_backend(cfg: TrainConfig, ctx: DistContext, device: torch.device, gpus: int) -> str:
-    """The process group's backend string: ``gloo`` on the CPU or when ranks of one machine share a GPU
-    (``gpus`` GPUs for ``ctx.local_world_size`` ranks), else ``cpu:gloo,cuda:nccl`` (``cfg.backend`` wins;
-    ``nccl`` where NCCL cannot run is an ``InvalidArgumentError``)."""
-    if device.type != "cuda":
-        if cfg.backend == "nccl":
-            raise InvalidArgumentError(_WHERE, "backend", "nccl", f"'gloo' or None on device {device} (NCCL reduces "
-                                       "CUDA tensors only)")
-        return "gloo"
-    ranks = ctx.local_world_size or ctx.world_size
-    shared = ranks > gpus
-    if cfg.backend == "nccl" and shared:
-        raise InvalidArgumentError(_WHERE, "backend", "nccl", f"'gloo' or None: {ranks} ranks on this machine share "
-                                   f"{gpus} GPU(s), and NCCL refuses two ranks on one GPU")
-    if cfg.backend == "gloo" or shared:
-        return "gloo"
-    return "cpu:gloo,cuda:nccl"
-
-
-def teardown(ok: bool, timeout: float = 60.0) -> None:
-    """RPC first (graceful only if ``ok``), then the process group; every step runs, errors re-raised."""
-    import torch.distributed as dist
-
-    from pyg_dist import rpc
-
-    problems: list = []
-    try:
-        rpc.shutdown_rpc(graceful=ok, timeout=timeout)
-    except Exception as exc:  # noqa: BLE001 -- the process group is still destroyed; re-raised below
-        problems.append(exc)
-    try:
-        if dist.is_initialized():
-            dist.destroy_process_group()
-    except Exception as exc:  # noqa: BLE001
-        problems.append(exc)
-    if problems and ok:
-        raise PyGDistError(f"teardown failed: {problems[0]}") from problems[0]
-    for err in problems:
-        LOG.warning("teardown after a failure: %s", err)
-
-
-def _fill_cache(config: TrainConfig, ctx: DistContext, graph_store, feature_store) -> None:
-    """Fills this rank's remote-feature cache (every rank at once): over RPC when the trainers are in the
-    RPC world, else (sampler workers) through the process group."""
-    from pyg_dist.sampler.cache_policy import build_cache
-
-    if not ctx.joins_rpc and config.cache_policy == "presample":
-        raise InvalidArgumentError(_WHERE, "cache_policy", "presample", "'degree' with num_workers > 0 (the trainers "
-                                   "are not in an RPC world to sample warm-up batches), or a folder cache")
-    cache = build_cache(graph_store, feature_store, config.cache_policy, cache_ratio=config.cache_ratio,
-                        num_neighbors=config.cache_num_neighbors, timeout=config.call_timeout or config.timeout,
-                        transfer="rpc" if ctx.joins_rpc else "collective")
-    feature_store.set_cache(cache)
-    LOG.info("rank %d: feature cache %s", ctx.rank, cache)
-
-
 @contextlib.contextmanager
 def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
     """Starts this rank's part of a distributed run; tears it down in ``finally`` (see module doc).
@@ -354,49 +290,31 @@ def dist_session(config: TrainConfig) -> Iterator[DistEnv]:
         PartitionFormatError: the folder does not match the world (partition count, missing files).
         RpcTimeoutError: a peer did not arrive within ``config.timeout``.
     """
-    from pyg_dist import rpc
-    from pyg_dist.format import read_meta
-    from pyg_dist.rpc import verdict
-    from pyg_dist.train import env_check, orphan
+    from pyg_dist.train import orphan
+    from pyg_dist.train.opening import open_everywhere
 
     if not isinstance(config, TrainConfig):
         raise InvalidArgumentError("dist_session", "config", config, "a pyg_dist.train.session.TrainConfig")
-    try:
-        env_check.validate_env(skip=env_check.overridden(config))
-        meta = read_meta(config.partition_dir)
-        ctx = DistContext.from_env(meta.num_parts, num_workers=config.num_workers, rpc_port=config.rpc_port)
-        device = rank_device(config, ctx)
-        backend = gradient_backend(config, ctx, device, torch.cuda.device_count() if device.type == "cuda" else 0)
-    except PyGDistError:  # the other ranks (other machines too) wait in the rendezvous: they read this line
-        verdict.publish_in_flight()
-        raise
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    tune_allocator()  # batches reuse freed memory instead of faulting it in again
-    warn_huge_pages_missed(ctx.rank)
-    if config.failure_timeout is not None:
-        timeouts.set_failure_timeout(config.failure_timeout)  # inherited by sampler workers
-    with orphan.watch_agent(ctx.rank, on_orphan=teardown):  # ends this rank if its torchrun agent dies
+    s = startup.StartupSettings.of(config)  # each step's own settings (pyg_dist.train.startup: the steps, in order)
+    clock = startup.StartupClock()
+    with clock("world"):
+        world = startup.resolve_world(s.world)
+    with clock("local"):
+        startup.prepare_process(world, s.bounds)
+    with orphan.watch_agent(world.ctx.rank, on_orphan=teardown):  # ends this rank if its torchrun agent dies
         ok = False
         try:
-            bound = open_bound(config.timeout, meta)  # ranks opening a larger partition are waited for
-            join_group(backend, config.timeout, ctx, collective=bound)
-            graph_store, feature_store = open_everywhere(config, ctx, bound)
-            env = DistEnv(config, ctx, device, graph_store, feature_store)
-            if ctx.joins_rpc and config.rpc:
-                from pyg_dist.sampler.dist_neighbor import serve_partition
-                serve_partition(graph_store, feature_store)
-                rpc.init_rpc(ctx, timeout=config.timeout, call_timeout=config.call_timeout or timeouts.call_timeout(),
-                             **config.rpc_choices())
-            if config.cache_ratio is not None:
-                _fill_cache(config, ctx, graph_store, feature_store)
-            if config.gpu_cache_bytes is not None:
-                from pyg_dist.store.cache.device import build_device_cache
-                env.gpu_cache = build_device_cache(feature_store, graph_store, device, config.gpu_cache_bytes,
-                                                   timeout=config.call_timeout or config.timeout)
-                LOG.info("rank %d: %s", ctx.rank, env.gpu_cache)
-            timeouts.apply_to_process_group()  # start-up is over: collectives now fail within the bound,
-            timeouts.hold_first_step(config.timeout)  # but for the gate of the first batch (every rank has one)
+            with clock("group"):
+                bound = startup.join_world_group(world, s.bounds)
+            with clock("open"):
+                graph_store, feature_store = open_everywhere(s.open, world.ctx, bound)
+            env = DistEnv(config, world.ctx, world.device, graph_store, feature_store, startup_seconds=clock.seconds)
+            with clock("rpc"):
+                startup.start_rpc(s.rpc, world.ctx, graph_store, feature_store)
+            with clock("caches"):
+                env.gpu_cache = startup.build_caches(s.cache, world, graph_store, feature_store)
+            startup.ready(s.bounds)
+            LOG.info("rank %d: %s", world.ctx.rank, clock.line())
             yield env
             ok = True
         finally:
