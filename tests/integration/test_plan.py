@@ -44,10 +44,24 @@ def test_plan_calibrates_predicts_and_checks(tmp_path):
     reused = json.loads(again.stdout[again.stdout.index("{"):])
     assert [r["epoch_s"] for r in reused["rows"]] == pytest.approx([r["epoch_s"] for r in doc["rows"]], rel=1e-9)
 
+    cached = _plan(*SMALL, "--work", str(work), "--costs", str(work / "costs.json"), "--cache-ratio", "0.5",
+                   "--json", "-", timeout=300)  # the same costs, a degree cache of half a partition's rows
+    assert cached.returncode == 0, cached.stderr[-3000:]
+    plan = json.loads(cached.stdout[cached.stdout.index("{"):])
+    for n, row, plain in zip((1, 2, 4), plan["rows"], reused["rows"]):
+        counts = plan["counts"][str(n)]
+        if n == 1:   # nothing remote, nothing to cache
+            assert counts["cache_rows"] == 0 and row["epoch_s"] == pytest.approx(plain["epoch_s"], rel=1e-9)
+            continue
+        assert 0 < counts["cached_row_frac"] <= counts["remote_row_frac"] and counts["cache_rows"] > 0
+        assert row["ms"]["rows"] < plain["ms"]["rows"] and row["rss_mb"] > plain["rss_mb"]
+    assert any("degree feature cache of 0.5" in line for line in plan["assumptions"])
+
 
 @pytest.mark.parametrize("args, named", [(["--machines", "0"], "--machines"),
                                          (["--batch-size", "0"], "--batch-size"),
                                          (["--link-gbps", "-1"], "--link-gbps"),
+                                         (["--cache-ratio", "1.5"], "--cache-ratio"),
                                          (["--check", "--check-rows", "2@x"], "--check-rows"),
                                          (["--check", "--check-rows", "0"], "--check-rows")])
 def test_plan_names_the_bad_argument(tmp_path, args, named):

@@ -124,6 +124,17 @@ def test_split_memory_fits_own_and_mapped_lines_and_a_growth_per_row():
     assert predict(big, counts, Machines(2, cores=2), batch_size=1024).rss_mb == pytest.approx(expected)
 
 
+def test_own_memory_that_does_not_shrink_with_the_partition_is_flat_never_negative():
+    """Measured on the reference graph: 308 MiB of own memory at 1 rank, 316 at 2 (run-to-run noise): a line
+    through them would fall with the bytes; the fit is flat at the larger, not a negative base."""
+    one, one_two, two = _runs()
+    for run, anon in ((one, 308.0), (two, 316.0)):
+        run.facts = dict(run.facts, open_anon_mb=[anon] * run.ranks, end_file_mb=[900.0] * run.ranks)
+    costs = fit(one, one_two, two, C1, C2, SIZES)
+    assert (costs.rss_base_mb, costs.rss_per_byte) == (316.0, 0.0)
+    assert (costs.rss_file_base_mb, costs.rss_file_per_byte) == (900.0, 0.0)
+
+
 def test_job_outputs_that_are_not_the_jobs_raise_naming_the_file(tmp_path):
     from pyg_dist.plan.calibrate import JobFailedError, _read_outputs
     record = tmp_path / "r.jsonl"
@@ -146,3 +157,11 @@ def test_a_split_that_is_not_a_list_of_numbers_is_left_out():
     one.facts = dict(one.facts, open_anon_mb="junk", end_file_mb=[None])
     got = one.per_batch()
     assert "open_anon_mb" not in got and "end_file_mb" not in got
+
+
+def test_a_fact_that_is_not_a_number_reads_as_absent():
+    from pyg_dist.plan.calibrate import Run
+    run = Run(2, 1, {"wall_s": 1.0, "ranks": []}, {"cache_rows": [3.0, "x", 7, None], "wire_row_bytes": "big",
+                                                   "n": float("nan"), "neg": -1, "ok": 12}, 1.0)
+    assert run.fact("cache_rows") == 7.0 and run.fact("wire_row_bytes") == 0.0 and run.fact("missing", 5.0) == 5.0
+    assert run.fact("n") == 0.0 and run.fact("neg") == 0.0 and run.fact("ok") == 12.0

@@ -119,3 +119,17 @@ def test_costs_read_back_from_a_file_are_checked(change, field):
     assert Costs.read(good, "--costs") == _costs()
     with pytest.raises(InvalidArgumentError, match=field.replace("-", r"\-")):
         Costs.read({**good, **change}, "--costs")
+
+
+def test_a_cache_takes_its_rows_off_the_wire_and_adds_its_memory():
+    from dataclasses import replace
+    base = _counts(2)
+    hit = replace(base, cached_row_frac=0.2, cache_rows=10_000.0)
+    m = Machines(2, machines=2, cores=4, link_gbps=8.0)
+    plain, cached = predict(_costs(), base, m, 1000), predict(_costs(), hit, m, 1000)
+    r_rem_plain, r_rem_cached = 20_000, 12_000      # 0.5 and 0.3 of 40,000 rows fetched
+    saved = (4e-6 * (r_rem_plain - r_rem_cached)) + 400 * (r_rem_plain - r_rem_cached) / 1e9
+    assert plain.ms["rows"] - cached.ms["rows"] == pytest.approx(saved * 1e3, abs=0.01)
+    assert cached.rss_mb - plain.rss_mb == pytest.approx(2 * 10_000 * 416 / 2**20)  # the cache and the fills served
+    int8 = predict(_costs(wire_row_bytes=108), hit, m, 1000)   # 100 features as int8 + scale and offset
+    assert cached.ms["rows"] - int8.ms["rows"] == pytest.approx((400 - 108) * r_rem_cached / 1e9 * 1e3, abs=0.01)

@@ -108,3 +108,71 @@ def test_metis_refuses_a_directed_graph_random_does_not():
     with pytest.raises(InvalidArgumentError, match="reverse"):
         assign(directed, 2, "metis")
     assert assign(directed, 2, "random").shape == (3,)
+
+
+def _owned_links(graph, owner, part):
+    """Per remote node, how many nodes ``part`` owns link to it (breadth of the product's degree ranking)."""
+    counts = {}
+    for u in (owner == part).nonzero().flatten().tolist():
+        for v in graph.col[graph.rowptr[u]:graph.rowptr[u + 1]].tolist():
+            if owner[v] != part:
+                counts[v] = counts.get(v, 0) + 1
+    return counts
+
+
+def test_the_replayed_cache_is_the_degree_ranking_within_the_ratio():
+    from pyg_dist.plan.replay import cache_masks
+    graph, _ = _graph()
+    owner = (torch.arange(60) % 3).long()
+    masks = cache_masks(graph, owner, 0.3)
+    for part in range(3):
+        counts = _owned_links(graph, owner, part)
+        ranked = sorted(counts, key=lambda v: (-counts[v], v))   # most links first, ties by id
+        assert masks[part].nonzero().flatten().tolist() == sorted(ranked[:int(0.3 * 20)])
+
+
+def test_cached_rows_are_read_there_not_fetched():
+    graph, _ = _graph()
+    owner = (torch.arange(60) >= 30).long()
+    plain = replay(graph, owner, [-1, -1], batch_size=4, batches=2, seed=7)
+    cached = replay(graph, owner, [-1, -1], batch_size=4, batches=2, seed=7, cache_ratio=1.0)
+    whole = replay(graph, owner, [-1, -1], batch_size=4, batches=2, seed=7, cache_ratio=0.1)
+    assert (cached.edges, cached.rows, cached.remote_row_frac) == (plain.edges, plain.rows, plain.remote_row_frac)
+    # ratio 1 (as many rows as the part owns): every remote neighbour of an owned node is cached; what is still
+    # fetched is two hops out
+    assert 0 < cached.cached_row_frac <= cached.remote_row_frac and cached.fetched_row_frac < plain.remote_row_frac
+    assert cached.row_calls <= plain.row_calls
+    assert 0 < whole.cached_row_frac < cached.cached_row_frac
+    assert whole.cache_rows == 3 and plain.cache_rows == 0 and plain.cached_row_frac == 0.0
+    with pytest.raises(InvalidArgumentError, match="cache_ratio"):
+        replay(graph, owner, [-1], batch_size=4, cache_ratio=1.5)
+
+
+def test_the_replayed_cache_is_the_one_the_product_fills(tmp_path):
+    """The product's own degree ranking (pyg_dist.store.cache.ranking, on the partition folder's stores) against
+    the replay's, on the same partitions: the same counts rank for rank, the same nodes above the last count
+    (ties may order differently: the product breaks them by folder id, the replay by original id)."""
+    from torch_geometric.data import Data
+
+    from pyg_dist.format import meta as M
+    from pyg_dist.partition import Partitioner
+    from pyg_dist.plan.replay import cache_masks
+    from pyg_dist.plan.source import folder_owner
+    from pyg_dist.store import load_stores
+    from pyg_dist.store.cache.ranking import degree_ranking
+    graph, ei = _graph(n=120, extra=300)
+    Partitioner(Data(edge_index=ei, num_nodes=120, x=torch.randn(120, 4)), 2, method="random").save(
+        tmp_path / "p2", progress=False)
+    owner = folder_owner(tmp_path / "p2")
+    orig = M.load_tensor(M.original_node_ids_path(tmp_path / "p2", "_N")).long()  # folder id -> original id
+    masks = cache_masks(graph, owner, 0.25)
+    for part in range(2):
+        gs, _ = load_stores(tmp_path / "p2", part)
+        counts = _owned_links(graph, owner, part)
+        k = int(masks[part].sum())
+        product = orig[degree_ranking(gs, "_N")[:k]].tolist()
+        mine = masks[part].nonzero().flatten().tolist()
+        assert k == int(0.25 * int((owner == part).sum())) and len(product) == k
+        assert sorted(counts[v] for v in product) == sorted(counts[v] for v in mine)
+        last = min(counts[v] for v in mine)
+        assert {v for v in product if counts[v] > last} == {v for v in mine if counts[v] > last}

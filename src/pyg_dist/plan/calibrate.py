@@ -10,6 +10,9 @@ partition folders of 1 and 2 parts:
   ``h_row``, after the calls' latency ``lat``, measured by timed empty calls between the ranks) and what
   DDP adds to a step (``ddp``).
 
+The runs have no feature cache (the costs are per row fetched, whatever the cache: one calibration plans any
+``--cache-ratio``) and fetch remote rows the job's way (``--remote-rows``: int8's encoding is inside ``h_row``).
+
 Each run's stage seconds are those of the job's epoch clock (:class:`~pyg_dist.train.stages.EpochClock`), the
 counts those of the offline replay (:mod:`.replay`), and the memory (:func:`fit_rss`) the ranks' own memory at
 their first batch and their mapped files' pages after training, each against the bytes of their partitions (the
@@ -67,6 +70,16 @@ class Run:
             if isinstance(values, list) and len(values) > top and isinstance(values[top], (int, float)):
                 out[key] = float(values[top])
         return out
+
+    def fact(self, key: str, default: float = 0.0) -> float:
+        """A number of the job's facts (the largest, for a per-rank list); ``default`` where it is absent or
+        not a finite number >= 0."""
+        import math
+        value = self.facts.get(key)
+        values = value if isinstance(value, list) else [value]
+        good = [float(v) for v in values if not isinstance(v, bool) and isinstance(v, (int, float))
+                and math.isfinite(v) and v >= 0]
+        return max(good) if good else default
 
     @property
     def wall_s(self) -> float:
@@ -139,10 +152,11 @@ def fit(one: Run, one_two: Optional[Run], two: Run, c1: Counts, c2: Counts, size
     if one_two is not None:
         c = one_two.per_batch()
         phi = {s: min(max(2 * c[s] / a[s] - 1, 0.0), 1.0) if a[s] > 0 else 1.0 for s in phi}
-    e_rem, r_rem = c2.edges * c2.remote_edge_frac, c2.rows * c2.remote_row_frac
+    e_rem, r_rem = c2.edges * c2.remote_edge_frac, c2.rows * c2.fetched_row_frac
     costs = Costs(u_edge=a["sample"] / c1.edges, u_row=a["rows"] / c1.rows, u_asm=a["assemble"] / c1.rows,
                   u_step=a["step"] / c1.rows, u_other=a["other"], lat=lat, phi=phi, epoch_other=a["epoch_other"],
-                  row_bytes=int(one.facts["row_bytes"]), train_seeds=int(one.facts["train_seeds"]),
+                  row_bytes=int(one.facts["row_bytes"]), wire_row_bytes=int(two.fact("wire_row_bytes")),
+                  train_seeds=int(one.facts["train_seeds"]),
                   params=int(one.facts["params"]), cold_s=(one.cold_s + two.cold_s) / 2,
                   huge_pages=huge_pages_share([r for r in (one, one_two, two) if r is not None]), **sizes)
     costs.h_edge = max(b["sample"] - costs.u_edge * c2.edges - lat * c2.hop_calls, 0.0) / max(e_rem, 1.0)
@@ -152,11 +166,14 @@ def fit(one: Run, one_two: Optional[Run], two: Run, c1: Counts, c2: Counts, size
     return costs
 
 
-def _line(y1: float, y2: float, x1: float, x2: float, flat: float) -> Tuple[float, float]:
-    """``(base, per_byte)`` of the line through ``(x1, y1)`` and ``(x2, y2)`` (bytes, MiB); slope ``flat`` unless
-    it rises from ``x2`` to ``x1``."""
-    per_byte = (y1 - y2) / ((x1 - x2) / 2**20) if x1 > x2 and y1 > y2 else flat
-    return y1 - per_byte * x1 / 2**20, per_byte
+def _line(y1: float, y2: float, x1: float, x2: float) -> Tuple[float, float]:
+    """``(base, per_byte)`` of the line through ``(x1, y1)`` and ``(x2, y2)`` (bytes, MiB) where it rises from
+    ``x2`` to ``x1``; else the memory does not grow with the bytes measurably (run-to-run noise is larger): flat,
+    at the larger of the two."""
+    if x1 > x2 and y1 > y2:
+        per_byte = (y1 - y2) / ((x1 - x2) / 2**20)
+        return y1 - per_byte * x1 / 2**20, per_byte
+    return max(y1, y2), 0.0
 
 
 def fit_rss(costs: Costs, a: Dict[str, float], b: Dict[str, float], c1: Counts, c2: Counts,
@@ -168,14 +185,14 @@ def fit_rss(costs: Costs, a: Dict[str, float], b: Dict[str, float], c1: Counts, 
     p1 = sizes["node_bytes"] + sizes["edge_bytes"]
     p2 = sizes["node_bytes"] * c2.max_nodes_frac + sizes["edge_bytes"] * c2.max_edges_frac
     if all(k in a and k in b for k in ("open_anon_mb", "end_file_mb")):
-        costs.rss_base_mb, costs.rss_per_byte = _line(a["open_anon_mb"], b["open_anon_mb"], p1, p2, 1.0)
-        costs.rss_file_base_mb, costs.rss_file_per_byte = _line(a["end_file_mb"], b["end_file_mb"], p1, p2, 0.0)
+        costs.rss_base_mb, costs.rss_per_byte = _line(a["open_anon_mb"], b["open_anon_mb"], p1, p2)
+        costs.rss_file_base_mb, costs.rss_file_per_byte = _line(a["end_file_mb"], b["end_file_mb"], p1, p2)
         grow1 = max(a["rss_mb"] - a["open_anon_mb"] - a["end_file_mb"], 0.0)
         grow2 = max(b["rss_mb"] - b["open_anon_mb"] - b["end_file_mb"], 0.0)
         costs.rss_train1_mb, costs.rss_train_mb = grow1, grow2
         costs.rss_train1_per_row, costs.rss_train_per_row = grow1 / max(c1.rows, 1.0), grow2 / max(c2.rows, 1.0)
         return
-    costs.rss_base_mb, costs.rss_per_byte = _line(a["open_rss_mb"], b["open_rss_mb"], p1, p2, 1.0)
+    costs.rss_base_mb, costs.rss_per_byte = _line(a["open_rss_mb"], b["open_rss_mb"], p1, p2)
     costs.rss_train1_mb, costs.rss_train_mb = a["rss_mb"] - a["open_rss_mb"], b["rss_mb"] - b["open_rss_mb"]
 
 

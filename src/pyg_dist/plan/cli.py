@@ -29,6 +29,12 @@ def build_parser() -> argparse.ArgumentParser:
     job.add_argument("--num-neighbors", type=fanouts, default=[15, 10, 5], help="fanout per hop, e.g. 15,10,5")
     job.add_argument("--batch-size", type=int, default=1024, help="seeds per batch")
     job.add_argument("--hidden", type=int, default=256, help="GraphSAGE width (depth = number of fanouts)")
+    job.add_argument("--cache-ratio", type=float, default=None,
+                     help="the feature cache (TrainConfig.cache_ratio, degree policy): a fraction of a partition's "
+                          "own rows held as copies of remote ones (default: no cache)")
+    job.add_argument("--remote-rows", choices=["exact", "int8"], default="exact",
+                     help="how fetched rows travel (TrainConfig.remote_rows); measured in the calibration, so "
+                          "plan int8 from costs calibrated with it")
     m = p.add_argument_group("the machines")
     m.add_argument("--machines", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32], help="machine counts to plan for")
     m.add_argument("--ranks-per-machine", type=int, default=1, help="training processes on each machine")
@@ -65,6 +71,8 @@ def _validate(args) -> None:
         raise InvalidArgumentError("pyg-dist-plan", "--warmup", args.warmup, ">= 0")
     if any(n < 1 for n in args.machines):
         raise InvalidArgumentError("pyg-dist-plan", "--machines", args.machines, "machine counts >= 1")
+    if args.cache_ratio is not None and not 0 < args.cache_ratio <= 1:
+        raise InvalidArgumentError("pyg-dist-plan", "--cache-ratio", args.cache_ratio, "a fraction in (0, 1]")
     if not args.link_gbps > 0:
         raise InvalidArgumentError("pyg-dist-plan", "--link-gbps", args.link_gbps, "> 0")
 

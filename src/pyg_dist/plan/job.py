@@ -10,7 +10,8 @@ RSS) to ``--record``. Launch it as any pyg_dist job::
         --partition-dir /tmp/parts-2 --record /tmp/stages.jsonl --warmup-steps 5 --max-steps 20
 
 ``--link-gbps G`` makes every rank's one-hop and feature replies wait for their bytes to cross an emulated
-G Gb/s link (:mod:`pyg_dist.testing.link`): a network's cost on one machine.
+G Gb/s link (:mod:`pyg_dist.testing.link`): a network's cost on one machine. ``--cache-ratio`` and
+``--remote-rows`` are ``TrainConfig``'s (a degree feature cache filled at start-up; int8 remote rows).
 """
 from __future__ import annotations
 
@@ -51,6 +52,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup-steps", type=int, default=0,
                    help="first an epoch of this many batches (recorded first: the start-up's cost)")
     p.add_argument("--link-gbps", type=float, default=None, help="emulate a link of this rate (replies wait)")
+    p.add_argument("--cache-ratio", type=float, default=None, help="TrainConfig.cache_ratio (degree policy)")
+    p.add_argument("--remote-rows", choices=["exact", "int8"], default="exact", help="TrainConfig.remote_rows")
     p.add_argument("--seed", type=int, default=0)
     return p
 
@@ -84,23 +87,29 @@ def call_latency(env, calls: int = 100) -> float:
 
 def _write_facts(env, args, loader, model, latency: float, opened: Dict[str, float]) -> None:
     """Rank 0 writes ``<record>.job.json``: what the planner reads besides the stage lines (collective). Per rank
-    (lists by rank): the RSS at the first batch (``open_rss_mb``, its own part ``open_anon_mb``) and the mapped
-    files' pages after training (``end_file_mb``)."""
+    (lists by rank): the RSS at the first batch (``open_rss_mb``, its own part ``open_anon_mb``), the mapped
+    files' pages after training (``end_file_mb``) and the feature cache's rows (``cache_rows``)."""
     from pyg_dist._alloc import huge_pages_in_effect
     from pyg_dist.train.session import all_sum
     from pyg_dist.train.stages import rss_parts_mb
     mask = env.feature_store.get_tensor(group_name=None, attr_name="train_mask")
     w, r = env.world_size, env.rank
-    mine = [0.0] * (2 + 3 * w)
+    mine = [0.0] * (2 + 4 * w)
     mine[0], mine[1] = float(mask.sum()), float(huge_pages_in_effect())
     mine[2 + r], mine[2 + w + r], mine[2 + 2 * w + r] = opened["rss"], opened["anon"], rss_parts_mb()["file"]
+    cache = env.feature_store.cache
+    mine[2 + 3 * w + r] = float(sum(e.ids.numel() for e in cache.entries.values())) if cache is not None else 0.0
     summed = all_sum(mine, env).tolist()
     seeds, huge = int(summed[0]), int(summed[1])
-    rss, anon, files = summed[2:2 + w], summed[2 + w:2 + 2 * w], summed[2 + 2 * w:]
+    rss, anon, files = summed[2:2 + w], summed[2 + w:2 + 2 * w], summed[2 + 2 * w:3 * w + 2]
+    cache_rows = summed[3 * w + 2:]
     if env.rank != 0 or args.record is None:
         return
     x = env.feature_store.get_tensor(group_name=None, attr_name="x")
-    facts = {"world_size": env.world_size, "batches_per_epoch": len(loader), "batch_size": args.batch_size,
+    dim = int(x.shape[-1])
+    facts = {"wire_row_bytes": dim * x.element_size() if args.remote_rows == "exact" else dim + 8,
+             "cache_rows": cache_rows, "world_size": env.world_size, "batches_per_epoch": len(loader),
+             "batch_size": args.batch_size,
              "params": sum(p.numel() for p in model.parameters()), "feature_dim": int(x.shape[-1]),
              "row_bytes": int(x.shape[-1]) * x.element_size(),
              "call_latency_s": latency, "train_seeds": seeds,
@@ -142,7 +151,8 @@ def main(argv: Optional[Sequence[str]] = None) -> float:
     warmup()
     torch.manual_seed(args.seed)
     register_callee(ECHO_OP, lambda msg: msg, replace=True)  # before the session: peers may call at once
-    with dist_session(TrainConfig(args.partition_dir)) as env:
+    config = TrainConfig(args.partition_dir, cache_ratio=args.cache_ratio, remote_rows=args.remote_rows)
+    with dist_session(config) as env:
         if args.link_gbps:
             _emulate_link(args.link_gbps)
         loader = DistNeighborLoader(env, args.num_neighbors, input_nodes="train_mask", batch_size=args.batch_size,

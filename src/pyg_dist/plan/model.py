@@ -3,10 +3,11 @@
 Per batch of one rank, ``N`` ranks on ``M`` machines of ``c`` cores (``r = N / M`` ranks a machine, ``t =
 max(1, c // r)`` threads a rank), with the replayed counts of that ``N``
 (:mod:`.replay`: ``E`` sampled edges, ``E_rem`` of them sampled by another rank, ``R`` rows, ``R_rem`` owned
-elsewhere, ``calls`` to other ranks) and calibrated one-thread unit costs::
+elsewhere and not in the rank's feature cache (fetched), ``calls`` to other ranks) and calibrated one-thread unit
+costs::
 
     sample   = (u_edge * E + h_edge * E_rem + lat * hop_calls) * A_sample(t) + wire(16 B * E_rem)
-    rows     = (u_row * R + h_row * R_rem + lat * row_calls) * A_rows(t) + wire(row_bytes * R_rem)
+    rows     = (u_row * R + h_row * R_rem + lat * row_calls) * A_rows(t) + wire(wire_row_bytes * R_rem)
     assemble = u_asm * R * A_asm(t)
     step     = u_step * R * A_step(t) + ddp(N) + allreduce(M)    # ddp: the same-machine DDP cost at 2 ranks
     alone    = sample + rows + assemble + step + u_other         # a batch when the rank has its cores
@@ -20,9 +21,14 @@ elsewhere, ``calls`` to other ranks) and calibrated one-thread unit costs::
                + rss_file_base + rss_file_per_byte * part   (pages of mapped files after training: libraries and
                                                              the memory-mapped partition's pages training reads)
                + rss_train_per_row * R                 (the peak's own growth while training: 1 rank, N ranks)
+               + 2 * cache_rows * (row_bytes + 16)     (the feature cache: its rows, labels and ids in shared memory,
+                                                        and as many bytes of replies to the peers' fills, which
+                                                        stay in the owner's allocator)
 
 Every unit cost is measured (:mod:`.calibrate`); the one-thread costs at one rank, the remote surcharges
-(``h_edge``, ``h_row``) and ``ddp`` at two ranks, ``lat`` by timed empty calls between them.
+(``h_edge``, ``h_row``) and ``ddp`` at two ranks, ``lat`` by timed empty calls between them. ``wire_row_bytes``
+is what a fetched row puts on the wire: ``row_bytes`` (``remote_rows="exact"``) or one byte per feature plus an
+8-byte scale and offset (``"int8"``); ``h_row`` is measured with the job's own encoding.
 """
 from __future__ import annotations
 
@@ -68,6 +74,7 @@ class Costs:
     graph_nodes: int = 0  # the graph these costs were measured on (its node and edge counts)
     graph_edges: int = 0
     huge_pages: float = 1.0  # the share of the calibration's ranks where torch used huge pages (:mod:`pyg_dist._alloc`)
+    wire_row_bytes: int = 0  # bytes a fetched row puts on the wire (0: row_bytes)
 
     @classmethod
     def read(cls, data: dict, where: str = "costs") -> "Costs":
@@ -167,18 +174,19 @@ def predict(costs: Costs, counts: Counts, m: Machines, batch_size: int) -> Predi
     wire = 0.0  # seconds per byte on the link, where bytes cross one
     if m.link_gbps is not None and (m.machines > 1 or m.emulated):
         wire = (1 if m.emulated else m.per_machine) / (m.link_gbps * 1e9 / 8)
-    e_rem, r_rem = counts.edges * counts.remote_edge_frac, counts.rows * counts.remote_row_frac
+    e_rem, r_rem = counts.edges * counts.remote_edge_frac, counts.rows * counts.fetched_row_frac
+    row_wire = costs.wire_row_bytes or costs.row_bytes
     a = {s: amdahl(costs.phi.get(s, 1.0), t) for s in ("sample", "rows", "assemble", "step")}
     s = {
         "sample": (costs.u_edge * counts.edges + costs.h_edge * e_rem + costs.lat * counts.hop_calls)
         * a["sample"] + wire * 16 * e_rem,
         "rows": (costs.u_row * counts.rows + costs.h_row * r_rem + costs.lat * counts.row_calls) * a["rows"]
-        + wire * costs.row_bytes * r_rem,
+        + wire * row_wire * r_rem,
         "assemble": costs.u_asm * counts.rows * a["assemble"],
         "step": costs.u_step * counts.rows * a["step"] + (costs.ddp if m.ranks > 1 else 0.0) + _allreduce(costs, m),
         "other": costs.u_other,
     }
-    waits = (costs.ddp if m.ranks > 1 else 0.0) + _allreduce(costs, m) + wire * (16 * e_rem + costs.row_bytes * r_rem) \
+    waits = (costs.ddp if m.ranks > 1 else 0.0) + _allreduce(costs, m) + wire * (16 * e_rem + row_wire * r_rem) \
         + costs.lat * (counts.hop_calls * a["sample"] + counts.row_calls * a["rows"])
     slow = _shared_cores(m, sum(s.values()), waits)
     s = {n: v * slow for n, v in s.items()}
@@ -186,7 +194,7 @@ def predict(costs: Costs, counts: Counts, m: Machines, batch_size: int) -> Predi
     epoch = batches * sum(s.values()) + costs.epoch_other
     part = costs.node_bytes * counts.max_nodes_frac + costs.edge_bytes * counts.max_edges_frac
     rss = (costs.rss_base_mb + costs.rss_file_base_mb + (costs.rss_per_byte + costs.rss_file_per_byte) * part / 2**20
-           + _rss_train(costs, counts, m.ranks))
+           + _rss_train(costs, counts, m.ranks) + cache_mb(costs, counts))
     return Prediction(m.ranks, m.machines, t, batches, {n: round(v * 1e3, 2) for n, v in s.items()},
                       epoch, max(s, key=lambda n: s[n]), rss)
 
@@ -197,6 +205,18 @@ def _rss_train(costs: Costs, counts: Counts, ranks: int) -> float:
     if per_row > 0:
         return per_row * counts.rows
     return costs.rss_train1_mb if ranks == 1 else costs.rss_train_mb
+
+
+#: A rank's memory per byte of its feature cache: the cache itself (shared memory) and the owner's side of the
+#: peers' fills, as large on average (the reply buffers stay in its allocator). Measured on the reference graph:
+#: +254 MiB for 122 MiB of cache at 2 ranks, +211 MiB for 60 MiB at 4 (the fills also page in partition rows).
+CACHE_MEMORY_FACTOR = 2.0
+
+
+def cache_mb(costs: Costs, counts: Counts) -> float:
+    """What a rank's feature cache costs in memory, MiB (rows of features, an 8-byte label and an 8-byte id;
+    :data:`CACHE_MEMORY_FACTOR`)."""
+    return CACHE_MEMORY_FACTOR * counts.cache_rows * (costs.row_bytes + 16) / 2**20
 
 
 def _shared_cores(m: Machines, alone: float, waits: float) -> float:
@@ -223,4 +243,4 @@ def with_speedups(rows: List[Prediction]) -> List[Prediction]:
     return rows
 
 
-__all__ = ["Costs", "Machines", "Prediction", "STAGES", "amdahl", "predict", "with_speedups"]
+__all__ = ["Costs", "Machines", "Prediction", "STAGES", "amdahl", "predict", "with_speedups", "cache_mb"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import IO, Dict, List, Optional, Tuple
 
@@ -64,9 +65,11 @@ def run(args, err: IO[str]) -> int:
     return 0
 
 
-def job_args(args) -> List[str]:
+def job_args(args, cache: bool = True) -> List[str]:
+    """The job's loader and model settings, the same in every run (the calibration's without the cache)."""
+    ratio = ["--cache-ratio", str(args.cache_ratio)] if args.cache_ratio and cache else []
     return ["--num-neighbors", ",".join(map(str, args.num_neighbors)), "--batch-size", str(args.batch_size),
-            "--hidden", str(args.hidden)]
+            "--hidden", str(args.hidden), "--remote-rows", args.remote_rows, *ratio]
 
 
 def all_counts(args, graph, parts: List[int], say) -> Dict[int, Counts]:
@@ -79,9 +82,11 @@ def all_counts(args, graph, parts: List[int], say) -> Dict[int, Counts]:
         how = f"{written}'s partitions" if owner is not None else args.method
         if owner is None:
             owner = assign(graph, n, args.method)
-        out[n] = replay(graph, owner, args.num_neighbors, args.batch_size, max(args.replay_batches, n))
+        out[n] = replay(graph, owner, args.num_neighbors, args.batch_size, max(args.replay_batches, n),
+                        cache_ratio=args.cache_ratio)
+        cached = f", {out[n].cached_row_frac:.1%} of all rows read from the cache" if args.cache_ratio else ""
         say(f"replayed {max(args.replay_batches, n)} batches on {n} part(s) ({how}) in {time.perf_counter() - t:.1f}"
-            f" s: remote edges {out[n].remote_edge_frac:.1%}, remote rows {out[n].remote_row_frac:.1%}")
+            f" s: remote edges {out[n].remote_edge_frac:.1%}, remote rows {out[n].remote_row_frac:.1%}{cached}")
     return out
 
 
@@ -100,7 +105,8 @@ def get_costs(args, counts, cores: int, say, graph) -> Costs:
         return costs.for_graph(*graph)
     t = time.perf_counter()
     folders = {n: folder(args, n, say) for n in (1, 2)}
-    costs = cal.calibrate(folders, counts, Path(args.work), job_args(args), args.steps, cores, say, args.warmup,
+    costs = cal.calibrate(folders, {n: replace(c, cached_row_frac=0.0, cache_rows=0.0) for n, c in counts.items()},
+                          Path(args.work), job_args(args, cache=False), args.steps, cores, say, args.warmup,
                           args.repeats)
     costs.graph_nodes, costs.graph_edges = graph[0], graph[1]
     (Path(args.work) / "costs.json").write_text(json.dumps(costs.as_dict(), indent=1))
@@ -137,11 +143,19 @@ def assumptions(args, cores: int, costs: Costs) -> List[str]:
             "every remote byte crosses the NIC (ranks on one machine are counted as remote too)",
             f"one-thread unit costs measured on this machine; threads beyond 2 extrapolated by Amdahl (serial "
             f"fraction {', '.join(f'{k} {v:.2f}' for k, v in costs.phi.items())})",
-            f"partitions: <work>/parts-N where written, else {args.method} (replayed per machine count); no feature "
-            f"cache, no sampler workers, concurrency 1, {costs.row_bytes} B feature rows; remote calls cost "
-            f"{costs.lat * 1e3:.2f} ms each (empty-call latency measured here)",
+            f"partitions: <work>/parts-N where written, else {args.method} (replayed per machine count); "
+            f"{_cache_words(args)}, no sampler workers, concurrency 1, {costs.row_bytes} B feature rows, "
+            f"{costs.wire_row_bytes or costs.row_bytes} B on the wire per fetched row ({args.remote_rows}); remote "
+            f"calls cost {costs.lat * 1e3:.2f} ms each (empty-call latency measured here)",
             f"torch's huge pages for large tensors in {costs.huge_pages:.0%} of the calibration's ranks "
             "(THP_MEM_ALLOC_ENABLE=1 at launch; without them a batch costs up to 1.6x the CPU)"]
+
+
+def _cache_words(args) -> str:
+    if not args.cache_ratio:
+        return "no feature cache"
+    return (f"a degree feature cache of {args.cache_ratio:g} of a partition's own rows (replayed: the remote rows "
+            "its owned nodes link to most)")
 
 
 def check_rows(args) -> List[Tuple[int, Optional[float]]]:
@@ -180,6 +194,8 @@ def check(args, costs: Costs, counts, cores: int, say) -> List[dict]:
                     "predicted_rss_mb": pred.rss_mb, "measured_rss_mb": rss,
                     "rss_error": pred.rss_mb / max(rss, 1e-9) - 1,
                     "huge_pages_ranks": int(run.facts.get("huge_pages_ranks", ranks)),
+                    "predicted_cache_rows": counts[ranks].cache_rows,
+                    "measured_cache_rows": run.fact("cache_rows"),
                     "measured_open_anon_mb": got.get("open_anon_mb"), "measured_end_file_mb": got.get("end_file_mb")})
         say(f"check {ranks} rank(s){'' if gbps is None else f' at {gbps:g} Gb/s'}: predicted "
             f"{predicted:.1f} s, measured {measured:.1f} s ({predicted / measured - 1:+.0%})")
@@ -187,14 +203,19 @@ def check(args, costs: Costs, counts, cores: int, say) -> List[dict]:
 
 
 def check_table(rows: List[dict]) -> str:
-    """The ``--check`` rows as a Markdown table."""
+    """The ``--check`` rows as a Markdown table (with the feature cache's rows, replayed against filled, when the
+    job had one)."""
+    cache = any(r.get("measured_cache_rows") for r in rows)
     lines = ["| ranks here | link | batches/rank | predicted s | measured s | error | predicted RSS MiB | "
-             "measured RSS MiB | RSS error |", "|---|---|---|---|---|---|---|---|---|"]
+             "measured RSS MiB | RSS error |" + (" cache rows replayed / filled |" if cache else ""),
+             "|---|---|---|---|---|---|---|---|---|" + ("---|" if cache else "")]
     for r in rows:
         link = "loopback" if r["link_gbps"] is None else f"{r['link_gbps']:g} Gb/s (emulated)"
+        rows_cell = f" {r.get('predicted_cache_rows', 0):,.0f} / {r.get('measured_cache_rows', 0):,.0f} |" \
+            if cache else ""
         lines.append(f"| {r['ranks']} | {link} | {r['batches']} | {r['predicted_s']:.1f} | {r['measured_s']:.1f} | "
                      f"{r['error']:+.0%} | {r['predicted_rss_mb']:.0f} | {r['measured_rss_mb']:.0f} | "
-                     f"{r['rss_error']:+.0%} |")
+                     f"{r['rss_error']:+.0%} |{rows_cell}")
     return "\n".join(lines)
 
 
