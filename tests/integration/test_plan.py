@@ -21,9 +21,11 @@ def _plan(*args, timeout=600):
 @pytest.mark.timeout(900)
 def test_plan_calibrates_predicts_and_checks(tmp_path):
     work, out, png = tmp_path / "work", tmp_path / "plan.json", tmp_path / "plan.png"
-    proc = _plan(*SMALL, "--work", str(work), "--steps", "3", "--check", "--check-ranks", "2",
+    proc = _plan(*SMALL, "--work", str(work), "--steps", "3", "--repeats", "1", "--check", "--check-ranks", "2",
                  "--json", str(out), "--chart", str(png))
     assert proc.returncode == 0, proc.stderr[-3000:]
+    for ranks, threads in ((1, 1), (1, 2), (2, 1), (4, 1)):  # the 4-rank run: the memory with several peers
+        assert f"calibration run {ranks} rank(s) x {threads} thread(s)" in proc.stderr
     assert "| machines | ranks |" in proc.stdout and "| ranks here | link |" in proc.stdout
     doc = json.loads(out.read_text())
     assert [r["machines"] for r in doc["rows"]] == [1, 2, 4]
@@ -35,8 +37,11 @@ def test_plan_calibrates_predicts_and_checks(tmp_path):
     for r in doc["check"]:
         assert r["batches"] == math.ceil(seeds / r["ranks"] / 64)  # the job ran the epoch the plan predicted
         assert r["measured_s"] > 0 and r["predicted_s"] > 0 and r["measured_rss_mb"] > 0
+        assert r["machine_speed"] > 0  # the calibration's batch run beside each row
+        assert r["error_at_speed"] == pytest.approx(r["predicted_s"] * r["machine_speed"] / r["measured_s"] - 1)
+    assert "calibration batch now vs then" in proc.stdout and proc.stderr.count("this machine now:") == 4
     assert png.read_bytes()[:4] == b"\x89PNG"
-    assert (work / "costs.json").exists()
+    assert (work / "costs.json").exists() and doc["costs"]["rss_train_peers_per_row"] > 0
 
     again = _plan(*SMALL, "--work", str(work), "--costs", str(work / "costs.json"), "--json", "-", timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]

@@ -124,6 +124,30 @@ def test_split_memory_fits_own_and_mapped_lines_and_a_growth_per_row():
     assert predict(big, counts, Machines(2, cores=2), batch_size=1024).rss_mb == pytest.approx(expected)
 
 
+def test_a_four_rank_run_gives_the_growth_with_several_peers_and_two_ranks_keep_their_own():
+    """Measured on the reference graph: a rank with one peer grows 230-260 MiB while training, one with three
+    410-620. The 4-rank run's growth per row is used from 3 ranks on; 2 ranks keep the 2-rank run's; without a
+    4-rank run every N > 1 uses the 2-rank one."""
+    one, one_two, two = _runs()
+    c4 = Counts(4, 100_000, 30_000, 0.25, 0.4, 3.0, 3.0, 0.25, 0.26)
+    four = _run(4, 1, {k: 0.01 for k in ("sample", "rows", "assemble", "step", "other")}, 0.0)
+    for run, growth in ((one, 240.0), (two, 250.0), (four, 480.0)):
+        run.facts = dict(run.facts, open_anon_mb=[300.0] * run.ranks, end_file_mb=[500.0] * run.ranks)
+        for i, r in enumerate(run.record["ranks"]):
+            r["peak_rss_mb"] = 800.0 + growth - 40.0 * i  # the largest peak is rank 0's: its split is used
+    costs = fit(one, one_two, two, C1, C2, SIZES, four, c4)
+    assert costs.rss_train_peers_per_row == pytest.approx(480.0 / c4.rows)
+    base = costs.rss_base_mb + costs.rss_file_base_mb
+    assert predict(costs, c4, Machines(4, cores=2), batch_size=1024).rss_mb == pytest.approx(base + 480.0)
+    c8 = replace(c4, num_parts=8, rows=20_000)
+    assert predict(costs, c8, Machines(8, cores=2), batch_size=1024).rss_mb == pytest.approx(base + 320.0)
+    assert predict(costs, C2, Machines(2, cores=2), batch_size=1024).rss_mb == pytest.approx(base + 250.0)
+    alone = fit(one, one_two, two, C1, C2, SIZES)
+    assert alone.rss_train_peers_per_row == 0.0
+    assert predict(alone, c4, Machines(4, cores=2), batch_size=1024).rss_mb == pytest.approx(
+        base + 250.0 / C2.rows * c4.rows)
+
+
 def test_own_memory_that_does_not_shrink_with_the_partition_is_flat_never_negative():
     """Measured on the reference graph: 308 MiB of own memory at 1 rank, 316 at 2 (run-to-run noise): a line
     through them would fall with the bytes; the fit is flat at the larger, not a negative base."""

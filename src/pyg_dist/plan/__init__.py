@@ -4,11 +4,13 @@
 
 - :mod:`.replay` — what a batch sends elsewhere on N partitions (remote sampled edges, remote rows, calls),
   by sampling a few batches offline over the graph split the partitioner's way into N parts;
-- :mod:`.calibrate` — the unit costs of each stage, from three short runs of :mod:`.job` (the product's own
-  loader and DDP, timed by the epoch clock) on this machine: 1 rank at 1 and 2 threads, 2 ranks;
+- :mod:`.calibrate` — the unit costs of each stage, from four short runs of :mod:`.job` (the product's own
+  loader and DDP, timed by the epoch clock) on this machine: 1 rank at 1 and 2 threads, 2 ranks, and 4 ranks
+  (the memory with several peers);
 - :mod:`.model` — per-batch stage seconds, epoch seconds, the bounding stage and RSS per rank for N ranks on M
   machines (the dozen lines of its docstring);
-- ``--check`` — the job run for the rank counts this machine holds, predicted against measured.
+- ``--check`` — the job run for the rank counts this machine holds, predicted against measured, each row beside
+  a run of the calibration's batch (how much this machine drifted since its calibration).
 
 Example:
     >>> from pyg_dist.plan import Costs, Machines, predict

@@ -1,14 +1,17 @@
 """Calibration: short runs of the planner's job (:mod:`.job`) on this machine, and the unit costs they fit.
 
-Three runs of ``steps`` batches each (after ``warmup`` batches; ``repeats`` rounds of them, interleaved), over
-partition folders of 1 and 2 parts:
+Four runs of ``steps`` batches each (after ``warmup`` batches; ``repeats`` rounds of them, interleaved), over
+partition folders of 1, 2 and 4 parts (:data:`PARTS`):
 
 - 1 rank, 1 thread: the one-thread cost of each stage per sampled edge or row (``u_*``), the step per batch;
 - 1 rank, 2 threads (when this machine has 2 cores or more): how much a second thread saves (Amdahl's serial
   fraction ``phi`` of each stage);
 - 2 ranks, 1 thread each: what a remote sampled edge and a remote row add over a local one (``h_edge``,
   ``h_row``, after the calls' latency ``lat``, measured by timed empty calls between the ranks) and what
-  DDP adds to a step (``ddp``).
+  DDP adds to a step (``ddp``);
+- 4 ranks, 1 thread each: memory only, the peak's growth per row when a rank fetches from and serves several
+  peers (about twice that of one peer, :mod:`.model`); its times are not used (four ranks share this machine's
+  cores).
 
 The runs have no feature cache (the costs are per row fetched, whatever the cache: one calibration plans any
 ``--cache-ratio``) and fetch remote rows the job's way (``--remote-rows``: int8's encoding is inside ``h_row``).
@@ -32,6 +35,9 @@ from pyg_dist._alloc import launch_env
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
 from pyg_dist.plan.model import Costs
 from pyg_dist.plan.replay import Counts
+
+#: The part counts the calibration runs on (its partition folders).
+PARTS = (1, 2, 4)
 
 
 class JobFailedError(PyGDistError):
@@ -144,8 +150,10 @@ def folder_bytes(folder: Path) -> Dict[str, int]:
     return sizes
 
 
-def fit(one: Run, one_two: Optional[Run], two: Run, c1: Counts, c2: Counts, sizes: Dict[str, int]) -> Costs:
-    """The unit costs of :mod:`.model` from the three calibration runs and the replayed counts."""
+def fit(one: Run, one_two: Optional[Run], two: Run, c1: Counts, c2: Counts, sizes: Dict[str, int],
+        four: Optional[Run] = None, c4: Optional[Counts] = None) -> Costs:
+    """The unit costs of :mod:`.model` from the calibration runs and the replayed counts (``four``, ``c4``: the
+    4-rank run and its counts, for the memory with several peers; without them, the 2-rank growth is used)."""
     a, b = one.per_batch(), two.per_batch()
     lat = float(two.facts.get("call_latency_s", 0.0))
     phi = {s: 1.0 for s in ("sample", "rows", "assemble", "step")}
@@ -163,7 +171,17 @@ def fit(one: Run, one_two: Optional[Run], two: Run, c1: Counts, c2: Counts, size
     costs.h_row = max(b["rows"] - costs.u_row * c2.rows - lat * c2.row_calls, 0.0) / max(r_rem, 1.0)
     costs.ddp = max(b["step"] - costs.u_step * c2.rows, 0.0)
     fit_rss(costs, a, b, c1, c2, sizes)
+    if four is not None and c4 is not None:
+        costs.rss_train_peers_per_row = growth_mb(four.per_batch()) / max(c4.rows, 1.0)
     return costs
+
+
+def growth_mb(run: Dict[str, float]) -> float:
+    """The peak's own growth while training (MiB) of a run's per-batch figures: its peak less its own memory at
+    the first batch and its mapped files' pages after training (0 where the job did not split its RSS)."""
+    if "open_anon_mb" not in run or "end_file_mb" not in run:
+        return 0.0
+    return max(run["rss_mb"] - run["open_anon_mb"] - run["end_file_mb"], 0.0)
 
 
 def _line(y1: float, y2: float, x1: float, x2: float) -> Tuple[float, float]:
@@ -187,8 +205,7 @@ def fit_rss(costs: Costs, a: Dict[str, float], b: Dict[str, float], c1: Counts, 
     if all(k in a and k in b for k in ("open_anon_mb", "end_file_mb")):
         costs.rss_base_mb, costs.rss_per_byte = _line(a["open_anon_mb"], b["open_anon_mb"], p1, p2)
         costs.rss_file_base_mb, costs.rss_file_per_byte = _line(a["end_file_mb"], b["end_file_mb"], p1, p2)
-        grow1 = max(a["rss_mb"] - a["open_anon_mb"] - a["end_file_mb"], 0.0)
-        grow2 = max(b["rss_mb"] - b["open_anon_mb"] - b["end_file_mb"], 0.0)
+        grow1, grow2 = growth_mb(a), growth_mb(b)
         costs.rss_train1_mb, costs.rss_train_mb = grow1, grow2
         costs.rss_train1_per_row, costs.rss_train_per_row = grow1 / max(c1.rows, 1.0), grow2 / max(c2.rows, 1.0)
         return
@@ -219,19 +236,22 @@ def merge(runs: List[Run]) -> Run:
 
 def calibrate(folders: Dict[int, Path], counts: Dict[int, Counts], work: Path, job_args: List[str], steps: int,
               cores: int, say=print, warmup: int = 5, repeats: int = 2) -> Costs:
-    """Runs the three calibration runs (module docstring) ``repeats`` times, interleaved (this kind of machine
-    drifts over minutes), and fits :class:`~.model.Costs` to their merged batches."""
-    runs: Dict[str, List[Run]] = {"1x1": [], "1x2": [], "2x1": []}
+    """Runs the calibration runs (module docstring) ``repeats`` times, interleaved (this kind of machine
+    drifts over minutes), and fits :class:`~.model.Costs` to their merged batches. ``folders``: one per
+    :data:`PARTS` (without a 4-part folder, no 4-rank run)."""
+    runs: Dict[str, List[Run]] = {"1x1": [], "1x2": [], "2x1": [], "4x1": []}
     for _ in range(repeats):
-        for name, ranks, threads in (("1x1", 1, 1), ("1x2", 1, 2), ("2x1", 2, 1)):
-            if threads > cores:
+        for name, ranks, threads in (("1x1", 1, 1), ("1x2", 1, 2), ("2x1", 2, 1), ("4x1", 4, 1)):
+            if threads > cores or ranks not in folders:
                 continue
             t = time.perf_counter()
             runs[name].append(run_job(folders[ranks], ranks, threads, work / f"cal_{name}_{len(runs[name])}.jsonl",
                                       job_args, steps=steps, warmup=warmup))
             say(f"calibration run {ranks} rank(s) x {threads} thread(s): {time.perf_counter() - t:.1f} s")
     one_two = merge(runs["1x2"]) if runs["1x2"] else None
-    return fit(merge(runs["1x1"]), one_two, merge(runs["2x1"]), counts[1], counts[2], folder_bytes(folders[1]))
+    four = merge(runs["4x1"]) if runs["4x1"] else None
+    return fit(merge(runs["1x1"]), one_two, merge(runs["2x1"]), counts[1], counts[2], folder_bytes(folders[1]),
+               four, counts.get(4))
 
 
-__all__ = ["JobFailedError", "Run", "run_job", "folder_bytes", "fit", "merge", "calibrate"]
+__all__ = ["PARTS", "JobFailedError", "Run", "run_job", "folder_bytes", "fit", "growth_mb", "merge", "calibrate"]

@@ -32,6 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
     job.add_argument("--cache-ratio", type=float, default=None,
                      help="the feature cache (TrainConfig.cache_ratio, degree policy): a fraction of a partition's "
                           "own rows held as copies of remote ones (default: no cache)")
+    job.add_argument("--feature-dtype", choices=["float32", "bfloat16", "float16"], default=None,
+                     help="how the partitions store the features (pyg-dist-partition --feature-dtype; default: as "
+                          "the dataset gives them); measured in the calibration, so plan it from costs calibrated "
+                          "with it")
     job.add_argument("--remote-rows", choices=["exact", "int8"], default="exact",
                      help="how fetched rows travel (TrainConfig.remote_rows); measured in the calibration, so "
                           "plan int8 from costs calibrated with it")

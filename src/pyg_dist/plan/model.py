@@ -20,13 +20,17 @@ costs::
     rss      = rss_base + rss_per_byte * part          (own memory at the first batch: the partition as loaded)
                + rss_file_base + rss_file_per_byte * part   (pages of mapped files after training: libraries and
                                                              the memory-mapped partition's pages training reads)
-               + rss_train_per_row * R                 (the peak's own growth while training: 1 rank, N ranks)
+               + rss_train_per_row * R                 (the peak's own growth while training, per row of a batch:
+                                                        1 rank; 2 ranks (one peer); 3 or more (several peers))
                + 2 * cache_rows * (row_bytes + 16)     (the feature cache: its rows, labels and ids in shared memory,
                                                         and as many bytes of replies to the peers' fills, which
                                                         stay in the owner's allocator)
 
 Every unit cost is measured (:mod:`.calibrate`); the one-thread costs at one rank, the remote surcharges
-(``h_edge``, ``h_row``) and ``ddp`` at two ranks, ``lat`` by timed empty calls between them. ``wire_row_bytes``
+(``h_edge``, ``h_row``) and ``ddp`` at two ranks, ``lat`` by timed empty calls between them, the peak's growth
+with several peers at four ranks (a rank that fetches from and serves several peers at once keeps about twice
+the growth of one with a single peer: measured on the reference graph, 230-260 MiB at 2 ranks, 410-620 at 4,
+300-480 at 8, whatever the serving threads or the cores). ``wire_row_bytes``
 is what a fetched row puts on the wire: ``row_bytes`` (``remote_rows="exact"``) or one byte per feature plus an
 8-byte scale and offset (``"int8"``); ``h_row`` is measured with the job's own encoding.
 """
@@ -69,6 +73,7 @@ class Costs:
     rss_file_per_byte: float = 0.0
     rss_train1_per_row: float = 0.0  # the training's own growth per row of a batch (0: the constants above)
     rss_train_per_row: float = 0.0
+    rss_train_peers_per_row: float = 0.0  # the same with several peers (4 ranks; 0: rss_train_per_row)
     node_bytes: int = 0
     edge_bytes: int = 0
     graph_nodes: int = 0  # the graph these costs were measured on (its node and edge counts)
@@ -200,8 +205,11 @@ def predict(costs: Costs, counts: Counts, m: Machines, batch_size: int) -> Predi
 
 
 def _rss_train(costs: Costs, counts: Counts, ranks: int) -> float:
-    """The peak's growth while training, MiB: per row of the batch where calibrated so, else the constant."""
+    """The peak's growth while training, MiB: per row of the batch where calibrated so (with several peers, the
+    4-rank calibration's where it ran), else the constant."""
     per_row = costs.rss_train1_per_row if ranks == 1 else costs.rss_train_per_row
+    if ranks > 2 and costs.rss_train_peers_per_row > 0:
+        per_row = costs.rss_train_peers_per_row
     if per_row > 0:
         return per_row * counts.rows
     return costs.rss_train1_mb if ranks == 1 else costs.rss_train_mb

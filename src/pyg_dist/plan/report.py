@@ -30,10 +30,10 @@ def run(args, err: IO[str]) -> int:
     here = machine_cores(None)
     graph = load_graph(args)
     say(f"graph: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges")
-    parts = ([] if args.costs else [1, 2]) + [n * args.ranks_per_machine for n in args.machines]
+    parts = ([] if args.costs else list(cal.PARTS)) + [n * args.ranks_per_machine for n in args.machines]
     if args.check:
         parts += [r for r, _ in check_rows(args)]
-    written = ([] if args.costs else [1, 2]) + ([r for r, _ in check_rows(args)] if args.check else [])
+    written = ([] if args.costs else list(cal.PARTS)) + ([r for r, _ in check_rows(args)] if args.check else [])
     for n in sorted(set(written)):  # first: the replay of a part count that runs uses its folder's partitions
         folder(args, n, say)
     counts = all_counts(args, graph, parts, say)
@@ -104,7 +104,7 @@ def get_costs(args, counts, cores: int, say, graph) -> Costs:
             raise InvalidArgumentError("pyg-dist-plan", "--costs", args.costs, f"a costs.json it wrote ({e})") from None
         return costs.for_graph(*graph)
     t = time.perf_counter()
-    folders = {n: folder(args, n, say) for n in (1, 2)}
+    folders = {n: folder(args, n, say) for n in cal.PARTS}
     costs = cal.calibrate(folders, {n: replace(c, cached_row_frac=0.0, cache_rows=0.0) for n, c in counts.items()},
                           Path(args.work), job_args(args, cache=False), args.steps, cores, say, args.warmup,
                           args.repeats)
@@ -148,7 +148,17 @@ def assumptions(args, cores: int, costs: Costs) -> List[str]:
             f"{costs.wire_row_bytes or costs.row_bytes} B on the wire per fetched row ({args.remote_rows}); remote "
             f"calls cost {costs.lat * 1e3:.2f} ms each (empty-call latency measured here)",
             f"torch's huge pages for large tensors in {costs.huge_pages:.0%} of the calibration's ranks "
-            "(THP_MEM_ALLOC_ENABLE=1 at launch; without them a batch costs up to 1.6x the CPU)"]
+            "(THP_MEM_ALLOC_ENABLE=1 at launch; without them a batch costs up to 1.6x the CPU)",
+            _growth_words(costs)]
+
+
+def _growth_words(costs: Costs) -> str:
+    per_row = [costs.rss_train1_per_row, costs.rss_train_per_row, costs.rss_train_peers_per_row]
+    kb = ", ".join(f"{v * 1024:.2f}" for v in per_row if v > 0)
+    several = ("3 or more ranks: as measured at 4 ranks" if costs.rss_train_peers_per_row > 0
+               else "3 or more ranks: as at 2 (no 4-rank calibration run)")
+    return (f"memory: the peak's growth while training {kb} KiB per row of a batch at 1, 2 and 4 ranks ({several}; "
+            "the same with more peers, measured up to 8 ranks here)")
 
 
 def _cache_words(args) -> str:
@@ -175,10 +185,29 @@ def check_rows(args) -> List[Tuple[int, Optional[float]]]:
     return rows
 
 
+def machine_speed(args, costs: Costs, counts, say) -> Optional[float]:
+    """How much slower this machine runs the calibration's 1-rank, 1-thread batch now than the costs say (a short
+    run of it, ``--steps`` batches after ``--warmup``; ``1.1``: 10 % slower): machines of this kind drift by up to
+    30 % over minutes, so each check row is measured beside it. ``None`` without ``<work>/parts-1``."""
+    one = Path(args.work) / "parts-1"
+    if 1 not in counts or not (one / "META.json").exists():
+        return None
+    run = cal.run_job(one, 1, 1, Path(args.work) / "speed.jsonl", job_args(args, cache=False), steps=args.steps,
+                      warmup=args.warmup)
+    now = sum(v for k, v in run.per_batch().items() if k in STAGES)
+    then = sum(predict(costs, counts[1], Machines(1), args.batch_size).ms.values()) / 1e3
+    speed = now / then if then > 0 else None
+    if speed is not None:
+        say(f"this machine now: {now * 1e3:.0f} ms per calibration batch, {speed - 1:+.0%} against the calibration")
+    return speed
+
+
 def check(args, costs: Costs, counts, cores: int, say) -> List[dict]:
-    """Runs the job for each :func:`check_rows` row; predicted against measured epochs."""
+    """Runs the job for each :func:`check_rows` row, each after :func:`machine_speed`; predicted against measured
+    epochs (and the prediction at the machine's speed of the moment: ``error_at_speed``)."""
     out = []
     for ranks, gbps in check_rows(args):
+        speed = machine_speed(args, costs, counts, say)
         threads = max(1, cores // ranks)
         pred = predict(costs, counts[ranks], Machines(ranks, 1, cores, gbps, emulated=True), args.batch_size)
         run = cal.run_job(folder(args, ranks, say), ranks, threads, Path(args.work) / f"check_{ranks}_{gbps}.jsonl",
@@ -196,7 +225,9 @@ def check(args, costs: Costs, counts, cores: int, say) -> List[dict]:
                     "huge_pages_ranks": int(run.facts.get("huge_pages_ranks", ranks)),
                     "predicted_cache_rows": counts[ranks].cache_rows,
                     "measured_cache_rows": run.fact("cache_rows"),
-                    "measured_open_anon_mb": got.get("open_anon_mb"), "measured_end_file_mb": got.get("end_file_mb")})
+                    "measured_open_anon_mb": got.get("open_anon_mb"), "measured_end_file_mb": got.get("end_file_mb"),
+                    "machine_speed": speed,
+                    "error_at_speed": predicted * speed / measured - 1 if speed is not None else None})
         say(f"check {ranks} rank(s){'' if gbps is None else f' at {gbps:g} Gb/s'}: predicted "
             f"{predicted:.1f} s, measured {measured:.1f} s ({predicted / measured - 1:+.0%})")
     return out
@@ -206,15 +237,18 @@ def check_table(rows: List[dict]) -> str:
     """The ``--check`` rows as a Markdown table (with the feature cache's rows, replayed against filled, when the
     job had one)."""
     cache = any(r.get("measured_cache_rows") for r in rows)
-    lines = ["| ranks here | link | batches/rank | predicted s | measured s | error | predicted RSS MiB | "
-             "measured RSS MiB | RSS error |" + (" cache rows replayed / filled |" if cache else ""),
-             "|---|---|---|---|---|---|---|---|---|" + ("---|" if cache else "")]
+    lines = ["| ranks here | link | batches/rank | predicted s | measured s | error | calibration batch now vs then | "
+             "error at its speed | predicted RSS MiB | measured RSS MiB | RSS error |"
+             + (" cache rows replayed / filled |" if cache else ""),
+             "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if cache else "")]
     for r in rows:
         link = "loopback" if r["link_gbps"] is None else f"{r['link_gbps']:g} Gb/s (emulated)"
         rows_cell = f" {r.get('predicted_cache_rows', 0):,.0f} / {r.get('measured_cache_rows', 0):,.0f} |" \
             if cache else ""
+        speed = r.get("machine_speed")
+        drift = f"{speed - 1:+.0%} | {r['error_at_speed']:+.0%}" if speed is not None else "- | -"
         lines.append(f"| {r['ranks']} | {link} | {r['batches']} | {r['predicted_s']:.1f} | {r['measured_s']:.1f} | "
-                     f"{r['error']:+.0%} | {r['predicted_rss_mb']:.0f} | {r['measured_rss_mb']:.0f} | "
+                     f"{r['error']:+.0%} | {drift} | {r['predicted_rss_mb']:.0f} | {r['measured_rss_mb']:.0f} | "
                      f"{r['rss_error']:+.0%} |{rows_cell}")
     return "\n".join(lines)
 
@@ -238,4 +272,4 @@ def chart(rows: List[Prediction], path: str) -> Path:
 
 
 __all__ = ["run", "chart", "CHECK_ROWS", "check_rows", "all_counts", "get_costs", "plan_rows", "table",
-           "assumptions", "check", "check_table"]
+           "assumptions", "check", "check_table", "machine_speed"]

@@ -27,7 +27,7 @@ def dataset_args(args) -> List[str]:
     name, root = ("products_like", args.graph) if args.graph else (args.dataset, args.root)
     out = ["--dataset", name] + (["--root", str(root)] if root else [])
     for flag, value in (("--x-dim", args.x_dim), ("--num-classes", args.num_classes),
-                        ("--train-frac", args.train_frac)):
+                        ("--train-frac", args.train_frac), ("--feature-dtype", getattr(args, "feature_dtype", None))):
         if value is not None:
             out += [flag, str(value)]
     return out
@@ -102,10 +102,17 @@ def folder_owner(path: Path) -> Optional[torch.Tensor]:
 
 
 def folder(args, parts: int, say=print) -> Path:
-    """``<work>/parts-<parts>``, written by the partitioner unless it is there already."""
+    """``<work>/parts-<parts>``, written by the partitioner unless it is there already (one written with another
+    ``--feature-dtype`` raises :class:`~pyg_dist.errors.InvalidArgumentError` naming it: the plan would measure
+    the wrong rows)."""
     out = Path(args.work) / f"parts-{parts}"
     meta = out / "META.json"
     if meta.exists() and json.loads(meta.read_text()).get("num_parts") == parts:
+        stored = folder_dtype(out)
+        wanted = getattr(args, "feature_dtype", None)
+        if wanted is not None and stored != wanted:
+            raise InvalidArgumentError("pyg-dist-plan", "--feature-dtype", wanted,
+                                       f"the dtype of the features in {out} ({stored}): another --work, or remove it")
         return out
     say(f"partitioning the graph into {parts} part(s) ({args.method}) -> {out}")
     cmd = [sys.executable, "-m", "pyg_dist.partition.cli", *dataset_args(args), "--num-parts", str(parts),
@@ -117,6 +124,16 @@ def folder(args, parts: int, say=print) -> Path:
     return out
 
 
+def folder_dtype(path: Path) -> Optional[str]:
+    """The dtype a partition folder stores its node feature ``x`` in (META.json's ``attr_dtypes``; ``None``
+    without one)."""
+    info = json.loads((Path(path) / "META.json").read_text()).get("pyg_dist", {})
+    for attrs in info.get("attr_dtypes", {}).get("node", {}).values():
+        if "x" in attrs:
+            return str(attrs["x"])
+    return None
+
+
 def machine_cores(value: Optional[int]) -> int:
     """``value`` when given, else the cores this process may run on."""
     import os
@@ -125,4 +142,4 @@ def machine_cores(value: Optional[int]) -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-__all__ = ["dataset_args", "load_graph", "folder", "machine_cores"]
+__all__ = ["dataset_args", "load_graph", "folder", "folder_dtype", "machine_cores"]

@@ -1,0 +1,44 @@
+"""The check's measure of the machine's speed: the calibration's 1-rank batch run again, against the batch the
+costs predict for it."""
+from types import SimpleNamespace
+
+import pytest
+
+from pyg_dist.plan import report
+from pyg_dist.plan.calibrate import Run
+from pyg_dist.plan.model import Costs, Machines, predict
+from pyg_dist.plan.replay import Counts
+
+C1 = Counts(1, 100_000, 40_000, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0)
+COSTS = Costs(u_edge=2e-6, u_row=1.5e-6, u_asm=2e-7, u_step=2e-6, u_other=0.004)
+
+
+def _args(work):
+    return SimpleNamespace(work=str(work), steps=5, warmup=2, batch_size=1024, num_neighbors=[4, 3], hidden=16,
+                           remote_rows="exact", cache_ratio=None)
+
+
+def test_machine_speed_is_the_batch_now_over_the_calibrated_one(tmp_path, monkeypatch):
+    (tmp_path / "parts-1").mkdir()
+    (tmp_path / "parts-1" / "META.json").write_text("{}")
+    then = sum(predict(COSTS, C1, Machines(1), 1024).ms.values()) / 1e3  # 0.4 s by hand: 0.2 + 0.06 + 0.008 + ...
+    assert then == pytest.approx(2e-6 * 100_000 + (1.5e-6 + 2e-7 + 2e-6) * 40_000 + 0.004)
+    seen = {}
+
+    def fake_run(folder, ranks, threads, record, job_args, **kw):
+        seen.update(folder=folder, ranks=ranks, threads=threads, steps=kw["steps"], warmup=kw["warmup"])
+        per = 1.25 * then / 5  # five stages, each a fifth of 1.25x the calibrated batch
+        rank = {"batches": 10, "sample_local": per * 10, "sample_remote": 0.0, "rows_local": per * 10,
+                "rows_remote": 0.0, "assemble": per * 10, "step": per * 10, "wait": 4 * per * 10, "other": 0.0}
+        return Run(1, 1, {"wall_s": 1.0, "ranks": [rank]}, {}, 1.0)
+
+    monkeypatch.setattr(report.cal, "run_job", fake_run)
+    said = []
+    assert report.machine_speed(_args(tmp_path), COSTS, {1: C1}, said.append) == pytest.approx(1.25)
+    assert seen == dict(folder=tmp_path / "parts-1", ranks=1, threads=1, steps=5, warmup=2)
+    assert "+25% against the calibration" in said[0]
+
+
+def test_without_a_one_part_folder_there_is_no_speed(tmp_path, monkeypatch):
+    monkeypatch.setattr(report.cal, "run_job", lambda *a, **k: pytest.fail("nothing may run"))
+    assert report.machine_speed(_args(tmp_path), COSTS, {1: C1}, print) is None
