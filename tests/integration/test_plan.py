@@ -40,6 +40,11 @@ def test_plan_calibrates_predicts_and_checks(tmp_path):
         assert r["machine_speed"] > 0  # the calibration's batch run beside each row
         assert r["error_at_speed"] == pytest.approx(r["predicted_s"] * r["machine_speed"] / r["measured_s"] - 1)
     assert "calibration batch now vs then" in proc.stdout and proc.stderr.count("this machine now:") == 4
+    stages = ("sample", "rows", "assemble", "step", "other")
+    for r in doc["check"]:  # where the time went, predicted and measured per stage
+        assert set(r["predicted_ms"]) == set(r["measured_ms"]) == set(stages)
+        assert r["measured_ms"]["step"] > 0 and r["predicted_ms"]["step"] > 0
+    assert "| step ms predicted / measured |" in proc.stdout
     assert png.read_bytes()[:4] == b"\x89PNG"
     assert (work / "costs.json").exists() and doc["costs"]["rss_train_peers_per_row"] > 0
 

@@ -42,3 +42,12 @@ def test_machine_speed_is_the_batch_now_over_the_calibrated_one(tmp_path, monkey
 def test_without_a_one_part_folder_there_is_no_speed(tmp_path, monkeypatch):
     monkeypatch.setattr(report.cal, "run_job", lambda *a, **k: pytest.fail("nothing may run"))
     assert report.machine_speed(_args(tmp_path), COSTS, {1: C1}, print) is None
+
+
+def test_the_stage_table_puts_each_stage_predicted_beside_measured():
+    row = {"ranks": 2, "link_gbps": 1.0,
+           "predicted_ms": dict(sample=15.7, rows=34.7, assemble=0.5, step=227.8, other=3.2),
+           "measured_ms": dict(sample=16.8, rows=35.4, assemble=0.5, step=240.9, other=0.0)}
+    lines = report.stage_table([row]).splitlines()
+    assert lines[0].startswith("| ranks here | link | sample ms predicted / measured |")
+    assert lines[2] == "| 2 | 1 Gb/s (emulated) | 15.7 / 16.8 | 34.7 / 35.4 | 0.5 / 0.5 | 227.8 / 240.9 | 3.2 / 0.0 |"

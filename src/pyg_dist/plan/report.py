@@ -50,6 +50,8 @@ def run(args, err: IO[str]) -> int:
         checked = check(args, costs, counts, here, say)
         print()
         print(check_table(checked))
+        print()
+        print(stage_table(checked))
     if args.chart:
         say(f"chart: {chart(rows, args.chart)}")
     if args.json:
@@ -226,6 +228,7 @@ def check(args, costs: Costs, counts, cores: int, say) -> List[dict]:
                     "predicted_cache_rows": counts[ranks].cache_rows,
                     "measured_cache_rows": run.fact("cache_rows"),
                     "measured_open_anon_mb": got.get("open_anon_mb"), "measured_end_file_mb": got.get("end_file_mb"),
+                    "predicted_ms": dict(pred.ms), "measured_ms": {k: got[k] * 1e3 for k in STAGES},
                     "machine_speed": speed,
                     "error_at_speed": predicted * speed / measured - 1 if speed is not None else None})
         say(f"check {ranks} rank(s){'' if gbps is None else f' at {gbps:g} Gb/s'}: predicted "
@@ -253,6 +256,18 @@ def check_table(rows: List[dict]) -> str:
     return "\n".join(lines)
 
 
+def stage_table(rows: List[dict]) -> str:
+    """Where a checked batch's time went, predicted / measured ms per stage (the means over ranks; ``other``: the
+    loader's wait beyond the timed stages), so a miss names its stage."""
+    lines = ["| ranks here | link | " + " | ".join(f"{s} ms predicted / measured" for s in STAGES) + " |",
+             "|---|---|" + "---|" * len(STAGES)]
+    for r in rows:
+        link = "loopback" if r["link_gbps"] is None else f"{r['link_gbps']:g} Gb/s (emulated)"
+        cells = " | ".join(f"{r['predicted_ms'][s]:.1f} / {r['measured_ms'][s]:.1f}" for s in STAGES)
+        lines.append(f"| {r['ranks']} | {link} | {cells} |")
+    return "\n".join(lines)
+
+
 def chart(rows: List[Prediction], path: str) -> Path:
     """Two panels: each row's epoch seconds split by stage, and its speed-up over one machine."""
     from pyg_dist.partition.plot import grouped_bars, new_figure, save_png
@@ -272,4 +287,5 @@ def chart(rows: List[Prediction], path: str) -> Path:
 
 
 __all__ = ["run", "chart", "CHECK_ROWS", "check_rows", "all_counts", "get_costs", "plan_rows", "table",
-           "assumptions", "check", "check_table", "machine_speed"]
+           "assumptions", "check", "check_table", "stage_table",
+           "machine_speed"]
