@@ -30,6 +30,7 @@ gen "$WORK/small" 0.01
 gen "$TARGET_ROOT" "$TARGET_SCALE"
 part "$WORK/small" 1 "$WORK/cal/parts-1"
 part "$WORK/small" 2 "$WORK/cal/parts-2"
+part "$WORK/small" 4 "$WORK/cal/parts-4"   # the calibration's 4-rank run (memory with several peers)
 if [ -n "${TARGET_PARTS:-}" ]; then ln -sfn "$TARGET_PARTS" "$WORK/tgt/parts-2"; else part "$TARGET_ROOT" 2 "$WORK/tgt/parts-2"; fi
 
 echo "== calibration at scale 0.01 =="
