@@ -51,3 +51,15 @@ def test_the_stage_table_puts_each_stage_predicted_beside_measured():
     lines = report.stage_table([row]).splitlines()
     assert lines[0].startswith("| ranks here | link | sample ms predicted / measured |")
     assert lines[2] == "| 2 | 1 Gb/s (emulated) | 15.7 / 16.8 | 34.7 / 35.4 | 0.5 / 0.5 | 227.8 / 240.9 | 3.2 / 0.0 |"
+
+
+def test_the_memory_note_says_which_growth_each_count_uses():
+    """The plan's notes state what the memory assumed: the growth per row measured at 1, 2 and 4 ranks, and that
+    the 4-rank figure (or, without a 4-rank run, the 2-rank one) stands for every count from 3 on."""
+    from dataclasses import replace
+    costs = replace(COSTS, rss_train1_per_row=1 / 1024, rss_train_per_row=2 / 1024, rss_train_peers_per_row=4 / 1024)
+    words = report._growth_words(costs)
+    assert "1.00 KiB at 1 rank, 2.00 KiB at 2 ranks, 4.00 KiB at 4 ranks" in words
+    assert "from 3 ranks on, the 4-rank figure" in words
+    words = report._growth_words(replace(costs, rss_train_peers_per_row=0.0))
+    assert "4 ranks" not in words.split("(")[0] and "the 2-rank figure: no 4-rank calibration run" in words

@@ -155,12 +155,14 @@ def assumptions(args, cores: int, costs: Costs) -> List[str]:
 
 
 def _growth_words(costs: Costs) -> str:
-    per_row = [costs.rss_train1_per_row, costs.rss_train_per_row, costs.rss_train_peers_per_row]
-    kb = ", ".join(f"{v * 1024:.2f}" for v in per_row if v > 0)
-    several = ("3 or more ranks: as measured at 4 ranks" if costs.rss_train_peers_per_row > 0
-               else "3 or more ranks: as at 2 (no 4-rank calibration run)")
-    return (f"memory: the peak's growth while training {kb} KiB per row of a batch at 1, 2 and 4 ranks ({several}; "
-            "the same with more peers, measured up to 8 ranks here)")
+    measured = [(n, v) for n, v in ((1, costs.rss_train1_per_row), (2, costs.rss_train_per_row),
+                                    (4, costs.rss_train_peers_per_row)) if v > 0]
+    if not measured:
+        return "memory: the peak's growth while training a constant per rank (the job did not split its RSS)"
+    several = ("from 3 ranks on, the 4-rank figure, assumed to hold for more peers" if costs.rss_train_peers_per_row
+               else "from 3 ranks on, the 2-rank figure: no 4-rank calibration run")
+    figures = ", ".join(f"{v * 1024:.2f} KiB at {n} rank{'s' if n > 1 else ''}" for n, v in measured)
+    return f"memory: the peak's growth while training per row of a batch {figures} ({several})"
 
 
 def _cache_words(args) -> str:
