@@ -32,3 +32,31 @@ def test_a_folder_of_another_dtype_is_refused_naming_it(tmp_path):
     assert folder(_args(tmp_path, "float32"), 2) == tmp_path / "parts-2"
     with pytest.raises(InvalidArgumentError, match=r"--feature-dtype.*bfloat16.*parts-2 \(float32\)"):
         folder(_args(tmp_path, "bfloat16"), 2)
+
+
+@pytest.mark.parametrize("record", [["x"], {"node": ["x"]}, {"node": {"_N": "x"}}, "float32"])
+def test_a_malformed_dtype_record_reads_as_none(tmp_path, record):
+    """A hand-edited ``attr_dtypes`` that is not the partitioner's mapping says nothing about ``x`` (the
+    store's own check at opening names it), never an ``AttributeError`` from the planner."""
+    import json
+
+    from torch_geometric.data import Data
+
+    from pyg_dist.partition import Partitioner
+    out = tmp_path / "parts-2"
+    Partitioner(Data(edge_index=torch.randint(0, 40, (2, 120)), num_nodes=40, x=torch.randn(40, 4)), 2,
+                method="random").save(out, progress=False)
+    raw = json.loads((out / "META.json").read_text())
+    raw["pyg_dist"]["attr_dtypes"] = record
+    (out / "META.json").write_text(json.dumps(raw))
+    assert folder_dtype(out) is None
+
+
+def test_a_broken_meta_in_work_is_named(tmp_path):
+    from pyg_dist.errors import PartitionFormatError
+    (tmp_path / "parts-2").mkdir()
+    (tmp_path / "parts-2" / "META.json").write_text("{not json")
+    with pytest.raises(PartitionFormatError, match=r"parts-2/META.json.*JSON"):
+        folder(_args(tmp_path, "float32"), 2)
+    with pytest.raises(PartitionFormatError, match=r"META.json"):
+        folder_dtype(tmp_path / "parts-2")

@@ -245,7 +245,7 @@ def check_stored(pd: PartitionData) -> None:
     groups += [(M.edge_feats_path(pd.meta.root, pd.part), "edge", M.edge_type_str(e), ef.feats)
                for e, ef in pd.edge_feats.items()]
     for path, kind, key, feats in groups:
-        want_dtype, want_shape = _recorded(dtypes, kind, key), _recorded(shapes, kind, key)
+        want_dtype, want_shape = recorded(dtypes, kind, key), recorded(shapes, kind, key)
         for name, value in feats.items():
             if name in want_dtype and dtype_name(value.dtype) != want_dtype[name]:
                 raise PartitionFormatError(path, f"attribute {name!r} of {key!r} is {dtype_name(value.dtype)}; "
@@ -256,7 +256,7 @@ def check_stored(pd: PartitionData) -> None:
                                            "from another partitioning, or rewritten by hand?)")
 
 
-def _recorded(record: Any, kind: str, key: str) -> Dict[str, Any]:
+def recorded(record: Any, kind: str, key: str) -> Dict[str, Any]:
     """META.json's entries for one type (``record[kind][key]``), or none when it has no such record."""
     per_type = record.get(kind, {}) if isinstance(record, dict) else {}
     want = per_type.get(key, {}) if isinstance(per_type, dict) else {}
@@ -273,4 +273,4 @@ def batch_value(name: str, value: Any, feature_dtype: Optional[torch.dtype]) -> 
 
 __all__ = ["FEATURE_DTYPES", "BATCH_DTYPES", "EXACT_ATTRS", "parse_dtype", "dtype_name", "is_feature",
            "stored_dtype", "cast_features", "attr_dtypes", "attr_ranges", "attr_shapes", "finite_range", "meta_entries",
-           "check_stored", "check_batch_dtype", "holds", "batch_value"]
+           "check_stored", "check_batch_dtype", "holds", "batch_value", "recorded"]

@@ -9,7 +9,6 @@ exactly the partitions its job runs on.
 """
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -91,8 +90,7 @@ def _chunked_graph(root) -> Graph:
 def folder_owner(path: Path) -> Optional[torch.Tensor]:
     """The part of every node (original ids) of a homogeneous partition folder, ``None`` for a heterogeneous one."""
     from pyg_dist.format import meta as M
-    info = json.loads((Path(path) / "META.json").read_text())
-    if info.get("is_hetero"):
+    if M.read_meta(path).is_hetero:
         return None
     parts = M.load_tensor(M.node_map_path(path, "_N", False)).long()
     orig = Path(M.original_node_ids_path(path, "_N"))
@@ -105,9 +103,9 @@ def folder(args, parts: int, say=print) -> Path:
     """``<work>/parts-<parts>``, written by the partitioner unless it is there already (one written with another
     ``--feature-dtype`` raises :class:`~pyg_dist.errors.InvalidArgumentError` naming it: the plan would measure
     the wrong rows)."""
+    from pyg_dist.format.meta import read_meta
     out = Path(args.work) / f"parts-{parts}"
-    meta = out / "META.json"
-    if meta.exists() and json.loads(meta.read_text()).get("num_parts") == parts:
+    if (out / "META.json").exists() and read_meta(out).num_parts == parts:
         stored = folder_dtype(out)
         wanted = getattr(args, "feature_dtype", None)
         if wanted is not None and stored != wanted:
@@ -126,11 +124,18 @@ def folder(args, parts: int, say=print) -> Path:
 
 def folder_dtype(path: Path) -> Optional[str]:
     """The dtype a partition folder stores its node feature ``x`` in (META.json's ``attr_dtypes``; ``None``
-    without one)."""
-    info = json.loads((Path(path) / "META.json").read_text()).get("pyg_dist", {})
-    for attrs in info.get("attr_dtypes", {}).get("node", {}).values():
-        if "x" in attrs:
-            return str(attrs["x"])
+    without one).
+
+    Raises:
+        PartitionFormatError: naming ``META.json`` when it is missing, not JSON or malformed.
+    """
+    from pyg_dist.format.meta import read_meta
+    from pyg_dist.format.precision import META_DTYPES, recorded
+    meta = read_meta(path)
+    for ntype in meta.node_types:
+        dtype = recorded(meta.extra.get(META_DTYPES), "node", ntype).get("x")
+        if dtype is not None:
+            return str(dtype)
     return None
 
 
