@@ -22,10 +22,12 @@ def _plan(*args, timeout=600):
 def test_plan_calibrates_predicts_and_checks(tmp_path):
     work, out, png = tmp_path / "work", tmp_path / "plan.json", tmp_path / "plan.png"
     proc = _plan(*SMALL, "--work", str(work), "--steps", "3", "--repeats", "1", "--check", "--check-ranks", "2",
-                 "--json", str(out), "--chart", str(png))
+                 "--num-workers", "1", "--json", str(out), "--chart", str(png))
     assert proc.returncode == 0, proc.stderr[-3000:]
     for ranks, threads in ((1, 1), (1, 2), (2, 1), (4, 1)):  # the 4-rank run: the memory with several peers
-        assert f"calibration run {ranks} rank(s) x {threads} thread(s)" in proc.stderr
+        assert f"calibration run {ranks} rank(s) x {threads} thread(s):" in proc.stderr
+    for ranks in (1, 2):  # and, for --num-workers, the runs with one sampler worker a rank
+        assert f"calibration run {ranks} rank(s) x 1 thread(s) x 1 worker:" in proc.stderr
     assert "| machines | ranks |" in proc.stdout and "| ranks here | link |" in proc.stdout
     doc = json.loads(out.read_text())
     assert [r["machines"] for r in doc["rows"]] == [1, 2, 4]
@@ -35,6 +37,7 @@ def test_plan_calibrates_predicts_and_checks(tmp_path):
     checked = {(r["ranks"], r["link_gbps"]) for r in doc["check"]}
     assert checked == {(1, None), (2, None), (2, 1.0), (2, 10.0)}
     for r in doc["check"]:
+        assert r["workers"] == 1 and "(+1 worker each)" in proc.stdout  # the checked job had its sampler worker
         assert r["batches"] == math.ceil(seeds / r["ranks"] / 64)  # the job ran the epoch the plan predicted
         assert r["measured_s"] > 0 and r["predicted_s"] > 0 and r["measured_rss_mb"] > 0
         assert r["machine_speed"] > 0  # the calibration's batch run beside each row
@@ -47,12 +50,20 @@ def test_plan_calibrates_predicts_and_checks(tmp_path):
     assert "| step ms predicted / measured |" in proc.stdout
     assert png.read_bytes()[:4] == b"\x89PNG"
     assert (work / "costs.json").exists() and doc["costs"]["rss_train_peers_per_row"] > 0
+    from pyg_dist.plan.model import WORKER_COSTS
+    assert set(doc["costs"]["workers"]) == set(WORKER_COSTS) and doc["costs"]["workers"]["w_row"] > 0
+    assert any("1 sampler worker(s) a rank" in line for line in doc["assumptions"])
 
     again = _plan(*SMALL, "--work", str(work), "--costs", str(work / "costs.json"), "--json", "-", timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "calibration run" not in again.stderr  # the costs were reused, nothing ran
     reused = json.loads(again.stdout[again.stdout.index("{"):])
-    assert [r["epoch_s"] for r in reused["rows"]] == pytest.approx([r["epoch_s"] for r in doc["rows"]], rel=1e-9)
+    assert any("no sampler workers" in line for line in reused["assumptions"])
+    workers = _plan(*SMALL, "--work", str(work), "--costs", str(work / "costs.json"), "--num-workers", "1",
+                    "--json", "-", timeout=300)
+    assert workers.returncode == 0, workers.stderr[-3000:]
+    same = json.loads(workers.stdout[workers.stdout.index("{"):])  # the plan with its worker, from the same costs
+    assert [r["epoch_s"] for r in same["rows"]] == pytest.approx([r["epoch_s"] for r in doc["rows"]], rel=1e-9)
 
     cached = _plan(*SMALL, "--work", str(work), "--costs", str(work / "costs.json"), "--cache-ratio", "0.5",
                    "--json", "-", timeout=300)  # the same costs, a degree cache of half a partition's rows
@@ -73,7 +84,8 @@ def test_plan_calibrates_predicts_and_checks(tmp_path):
                                          (["--link-gbps", "-1"], "--link-gbps"),
                                          (["--cache-ratio", "1.5"], "--cache-ratio"),
                                          (["--check", "--check-rows", "2@x"], "--check-rows"),
-                                         (["--check", "--check-rows", "0"], "--check-rows")])
+                                         (["--check", "--check-rows", "0"], "--check-rows"),
+                                         (["--num-workers", "-1"], "--num-workers")])
 def test_plan_names_the_bad_argument(tmp_path, args, named):
     proc = _plan(*SMALL, "--work", str(tmp_path), *args, timeout=120)
     assert proc.returncode == 2 and named in proc.stderr and "Traceback" not in proc.stderr
@@ -85,3 +97,9 @@ def test_plan_names_an_unreadable_graph_or_costs_file(tmp_path):
     (tmp_path / "bad.json").write_text("{")
     proc = _plan(*SMALL, "--work", str(tmp_path), "--costs", str(tmp_path / "bad.json"), timeout=120)
     assert proc.returncode == 2 and "--costs" in proc.stderr and "Traceback" not in proc.stderr
+    from pyg_dist.plan.model import Costs
+    plain = Costs(u_edge=1e-6, u_row=1e-6, u_asm=1e-7, u_step=1e-6, u_other=0.0, train_seeds=100)
+    (tmp_path / "plain.json").write_text(json.dumps(plain.as_dict()))  # calibrated without workers
+    proc = _plan(*SMALL, "--work", str(tmp_path), "--costs", str(tmp_path / "plain.json"), "--num-workers", "1",
+                 timeout=120)
+    assert proc.returncode == 2 and "--costs" in proc.stderr and "--num-workers" in proc.stderr, proc.stderr

@@ -189,3 +189,69 @@ def test_a_fact_that_is_not_a_number_reads_as_absent():
                                                    "n": float("nan"), "neg": -1, "ok": 12}, 1.0)
     assert run.fact("cache_rows") == 7.0 and run.fact("wire_row_bytes") == 0.0 and run.fact("missing", 5.0) == 5.0
     assert run.fact("n") == 0.0 and run.fact("neg") == 0.0 and run.fact("ok") == 12.0
+
+
+def _worker_run(ranks, counts, per_row, facts, trainer_peak):
+    """A run with one sampler worker a rank: the worker's stages per batch from ``per_row`` costs, the trainer's
+    step 0.2 s and its wait 0.01 s (taking the batch over), its memory split as the job reports it."""
+    stages = {"sample": per_row["w_edge"] * counts.edges, "rows": per_row["w_row"] * counts.rows,
+              "assemble": per_row["w_asm"] * counts.rows, "step": 0.2}
+    rank = {"batches": 20, "sample_local": stages["sample"] * 20, "sample_remote": 0.0,
+            "rows_local": stages["rows"] * 20, "rows_remote": 0.0, "assemble": stages["assemble"] * 20,
+            "step": 4.0, "wait": 0.2, "other": 0.5, "peak_rss_mb": trainer_peak}
+    return Run(ranks, 1, {"wall_s": 4.5, "ranks": [dict(rank) for _ in range(ranks)]},
+               dict(facts, num_workers=1), 1.0)
+
+
+def test_runs_with_a_worker_give_the_workers_costs_and_memory_back():
+    """The worker's one-thread costs per edge and row, the trainer's cost to take a batch over (its wait, the
+    worker being faster than the step), and the memory of the trainer and of its worker: the rank's peak is the
+    trainer's plus the worker's own plus the mapped pages the worker holds beyond the trainer's."""
+    from pyg_dist.plan.calibrate import fit_workers
+    one, one_two, two = _runs()
+    costs = fit(one, one_two, two, C1, C2, SIZES)
+    w = {"w_edge": 1e-6, "w_row": 2e-6, "w_asm": 1e-7}
+    p1 = SIZES["node_bytes"] + SIZES["edge_bytes"]
+    p2 = SIZES["node_bytes"] * C2.max_nodes_frac + SIZES["edge_bytes"] * C2.max_edges_frac
+    runs = []
+    for ranks, counts, p, t_row, w_row in ((1, C1, p1, 0.004, 0.002), (2, C2, p2, 0.003, 0.0025)):
+        anon, tfile, wfile = 300.0 + 0.2 * p / 2**20, 100.0 + 0.1 * p / 2**20, 150.0 + 0.5 * p / 2**20
+        timed = w["w_edge"] * counts.edges + (w["w_row"] + w["w_asm"]) * counts.rows
+        facts = dict(one.facts, open_anon_mb=[anon] * ranks, end_file_mb=[tfile] * ranks,
+                     workers_mb=[w_row * counts.rows] * ranks, workers_file_mb=[wfile] * ranks,
+                     workers_cpu_s=[(timed + 0.05) * 20] * ranks, batches_per_epoch=20)  # 50 ms a batch untimed
+        runs.append(_worker_run(ranks, counts, w, facts, anon + tfile + t_row * counts.rows))
+        mem = runs[-1].rank_memory()[0]
+        assert mem["rss_mb"] == pytest.approx(anon + wfile + (t_row + w_row) * counts.rows)
+        assert mem["end_file_mb"] == pytest.approx(wfile)
+    got = fit_workers(costs, runs[0], runs[1], C1, C2, SIZES)
+    assert got["w_asm"] == pytest.approx(w["w_asm"] + 0.05 / C1.rows)  # the hand-over: the worker's CPU untimed
+    got["w_asm"] = w["w_asm"]
+    for name, value in w.items():
+        assert got[name] == pytest.approx(value, rel=1e-9), name
+    assert got["w_recv"] == pytest.approx(0.01 / C1.rows) and got["epoch_other"] == pytest.approx(0.5)
+    assert (got["rss_base_mb"], got["rss_per_byte"]) == pytest.approx((300.0, 0.2))
+    assert (got["rss_file_base_mb"], got["rss_file_per_byte"]) == pytest.approx((150.0, 0.5))
+    assert (got["trainer1_per_row"], got["trainer_per_row"]) == pytest.approx((0.004, 0.003))
+    assert (got["worker1_per_row"], got["worker_per_row"]) == pytest.approx((0.002, 0.0025))
+    costs.workers = dict(got, w_asm=w["w_asm"])
+    for run, counts in zip(runs, (C1, C2)):  # the fitted model gives the runs' memory back
+        p = predict(costs, counts, Machines(run.ranks, cores=8, workers=1), batch_size=1024)
+        assert p.rss_mb == pytest.approx(run.per_batch()["rss_mb"])
+    p = predict(costs, C1, Machines(1, cores=2, workers=1), batch_size=1024)
+    worker = 1e-6 * C1.edges + (2e-6 + 1e-7) * C1.rows                  # 0.184 s
+    trainer = costs.u_step * C1.rows + costs.u_other + 0.01             # 0.094 s: step, its rest, the take-over
+    assert p.batch_ms / 1e3 == pytest.approx(max(worker, trainer)) and p.bound == "sample (workers)"
+
+
+def test_the_workers_cpu_per_batch_counts_the_batches_prefetched_past_a_cut_epoch():
+    """An epoch cut short by --max-steps leaves two batches a worker prefetched (torch's prefetch_factor): their
+    CPU is in the figure, so they are in the count; repeats merge both."""
+    rank = {"batches": 20, "peak_rss_mb": 1.0}
+    cut = Run(1, 1, {"wall_s": 1.0, "ranks": [rank]}, {"num_workers": 1, "batches_per_epoch": 100,
+                                                       "workers_cpu_s": [4.4]}, 1.0)
+    whole = Run(1, 1, {"wall_s": 1.0, "ranks": [rank]}, {"num_workers": 1, "batches_per_epoch": 20,
+                                                         "workers_cpu_s": [4.0]}, 1.0)
+    assert cut.workers_cpu_per_batch() == pytest.approx(4.4 / 22) and whole.workers_cpu_per_batch() == 0.2
+    assert merge([cut, whole]).workers_cpu_per_batch() == pytest.approx(8.4 / 42)
+    assert Run(1, 1, {"wall_s": 1.0, "ranks": [rank]}, {}, 1.0).workers_cpu_per_batch() == 0.0

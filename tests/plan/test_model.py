@@ -133,3 +133,54 @@ def test_a_cache_takes_its_rows_off_the_wire_and_adds_its_memory():
     assert cached.rss_mb - plain.rss_mb == pytest.approx(2 * 10_000 * 416 / 2**20)  # the cache and the fills served
     int8 = predict(_costs(wire_row_bytes=108), hit, m, 1000)   # 100 features as int8 + scale and offset
     assert cached.ms["rows"] - int8.ms["rows"] == pytest.approx((400 - 108) * r_rem_cached / 1e9 * 1e3, abs=0.01)
+
+
+WORKERS = dict(w_edge=3e-6, w_row=2e-6, w_asm=1e-7, w_recv=5e-7, epoch_other=0.5, cold_s=1.0, rss_base_mb=200.0,
+               rss_per_byte=1.0, rss_file_base_mb=100.0, rss_file_per_byte=0.5, trainer1_per_row=1e-3,
+               trainer_per_row=2e-3, worker1_per_row=3e-3, worker_per_row=4e-3)
+
+
+def test_sampler_workers_overlap_the_step_by_hand():
+    """One rank, one worker, two cores: the worker samples (its own one-thread costs) while the trainer steps;
+    the batch is the larger of the trainer's part (step, taking the batch over, its own rest) and the worker's."""
+    c = _counts(1, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0)
+    costs = _costs(workers=dict(WORKERS), u_step=5e-6)  # step 0.2 s at one thread
+    m = Machines(1, cores=2, workers=1)
+    assert m.threads == 1 and m.processes == 2
+    p = predict(costs, c, m, batch_size=1000)
+    worker = 3e-6 * 1e5 + 2e-6 * 4e4 + 1e-7 * 4e4                  # 0.3 + 0.08 + 0.004 = 0.384 s
+    trainer = 5e-6 * 4e4 * amdahl(0.2, 1) + 0.01 + 5e-7 * 4e4      # 0.2 + 0.01 + 0.02 = 0.23 s
+    assert p.ms["sample"] == pytest.approx(300.0) and p.ms["other"] == pytest.approx(30.0)
+    assert p.batch_ms == pytest.approx(max(worker, trainer) * 1e3) and p.bound == "sample (workers)"
+    assert p.epoch_s == pytest.approx(10 * worker + 0.5)
+    two = predict(costs, c, Machines(1, cores=3, workers=2), batch_size=1000)   # two workers: 0.192 s < 0.23 s
+    assert two.batch_ms == pytest.approx(trainer * 1e3) and two.bound == "step"
+    # memory: the trainer's fixed terms over the 1500 MiB partition, its growth and each worker's, per row
+    fixed = 200 + 100 + (1.0 + 0.5) * 1500
+    assert p.rss_mb == pytest.approx(fixed + (1e-3 + 3e-3) * 4e4)
+    assert two.rss_mb == pytest.approx(fixed + (1e-3 + 2 * 3e-3) * 4e4)
+
+
+def test_sampler_workers_share_the_cores_when_processes_outnumber_them():
+    """Two ranks with a worker each on two cores: four processes; the batch is their CPU over the cores."""
+    c = _counts(2, 0.0, 0.0, 0.0, 0.0)
+    costs = _costs(workers=dict(WORKERS), u_step=5e-6, ddp=0.0)
+    p = predict(costs, c, Machines(2, cores=2, workers=1), batch_size=1000)
+    cpu = (3e-6 * 1e5 + 2e-6 * 4e4 + 1e-7 * 4e4) + (0.2 + 0.01 + 0.02)
+    assert p.batch_ms == pytest.approx(2 * cpu / 2 * 1e3)
+    assert p.rss_mb == pytest.approx(200 + 100 + 1.5 * (1000 * 0.5 + 500 * 0.6) + (2e-3 + 4e-3) * 4e4)
+    four = predict(_costs(workers=dict(WORKERS), rss_train_per_row=1e-3, rss_train_peers_per_row=2e-3),
+                   _counts(4, 0.0, 0.0, 0.0, 0.0), Machines(4, cores=8, workers=1), batch_size=1000)
+    assert four.rss_mb == pytest.approx(200 + 100 + 1.5 * 800 + (2 * 2e-3 + 4e-3) * 4e4)  # the trainer's: x2
+
+
+def test_workers_need_costs_calibrated_with_them():
+    with pytest.raises(InvalidArgumentError, match="--num-workers"):
+        predict(_costs(), _counts(1), Machines(1, workers=1), batch_size=1000)
+    with pytest.raises(InvalidArgumentError, match="workers"):
+        Machines(1, workers=-1)
+    with pytest.raises(InvalidArgumentError, match="workers"):
+        Costs.read(dict(_costs().as_dict(), workers={"w_edge": -1.0}))
+    with pytest.raises(InvalidArgumentError, match="workers"):
+        Costs.read(dict(_costs().as_dict(), workers={"nonsense": 1.0}))
+    assert Costs.read(dict(_costs().as_dict(), workers=dict(WORKERS))).workers == WORKERS

@@ -15,7 +15,7 @@ COSTS = Costs(u_edge=2e-6, u_row=1.5e-6, u_asm=2e-7, u_step=2e-6, u_other=0.004)
 
 def _args(work):
     return SimpleNamespace(work=str(work), steps=5, warmup=2, batch_size=1024, num_neighbors=[4, 3], hidden=16,
-                           remote_rows="exact", cache_ratio=None)
+                           remote_rows="exact", cache_ratio=None, num_workers=0)
 
 
 def test_machine_speed_is_the_batch_now_over_the_calibrated_one(tmp_path, monkeypatch):

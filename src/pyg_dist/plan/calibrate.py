@@ -1,7 +1,7 @@
 """Calibration: short runs of the planner's job (:mod:`.job`) on this machine, and the unit costs they fit.
 
-Four runs of ``steps`` batches each (after ``warmup`` batches; ``repeats`` rounds of them, interleaved), over
-partition folders of 1, 2 and 4 parts (:data:`PARTS`):
+Four runs (six with sampler workers) of ``steps`` batches each (after ``warmup`` batches; ``repeats`` rounds of
+them, interleaved), over partition folders of 1, 2 and 4 parts (:data:`PARTS`):
 
 - 1 rank, 1 thread: the one-thread cost of each stage per sampled edge or row (``u_*``), the step per batch;
 - 1 rank, 2 threads (when this machine has 2 cores or more): how much a second thread saves (Amdahl's serial
@@ -11,7 +11,10 @@ partition folders of 1, 2 and 4 parts (:data:`PARTS`):
   DDP adds to a step (``ddp``);
 - 4 ranks, 1 thread each: memory only, the peak's growth per row when a rank fetches from and serves several
   peers (about twice that of one peer, :mod:`.model`); its times are not used (four ranks share this machine's
-  cores).
+  cores);
+- with ``--num-workers`` (``workers=True``): 1 rank and 2 ranks with one sampler worker each: the workers'
+  one-thread costs, the trainer's cost to take a batch over, and the memory of a trainer and of a worker
+  (:func:`fit_workers`; the 2-rank run's times are not used).
 
 The runs have no feature cache (the costs are per row fetched, whatever the cache: one calibration plans any
 ``--cache-ratio``) and fetch remote rows the job's way (``--remote-rows``: int8's encoding is inside ``h_row``).
@@ -57,25 +60,62 @@ class Run:
 
     def per_batch(self) -> Dict[str, float]:
         """Mean over ranks of seconds per batch: ``sample``, ``rows``, ``assemble``, ``step``, ``other`` (the
-        loader's own time: wait not spent in a timed stage), and ``epoch_other`` (per epoch) and ``rss_mb``."""
+        loader's own time: wait not spent in a timed stage; with sampler workers, the trainer's whole wait: taking
+        the batch over), and ``epoch_other`` (per epoch); the memory of the rank with the highest peak
+        (:meth:`rank_memory`)."""
         out: Dict[str, float] = {k: 0.0 for k in ("sample", "rows", "assemble", "step", "other", "epoch_other")}
+        workers = self.fact("num_workers") > 0
         for r in self.record["ranks"]:
             b = max(r["batches"], 1)
             stages = {"sample": r["sample_local"] + r["sample_remote"], "rows": r["rows_local"] + r["rows_remote"],
                       "assemble": r["assemble"], "step": r["step"]}
-            stages["other"] = max(r["wait"] - stages["sample"] - stages["rows"] - stages["assemble"], 0.0)
+            busy = 0.0 if workers else stages["sample"] + stages["rows"] + stages["assemble"]
+            stages["other"] = max(r["wait"] - busy, 0.0)
             for k, v in stages.items():
                 out[k] += v / b / len(self.record["ranks"])
             out["epoch_other"] += r["other"] / len(self.record["ranks"])
-        peaks = [r.get("peak_rss_mb", 0.0) for r in self.record["ranks"]]
-        out["rss_mb"] = max(peaks)
+        mem = self.rank_memory()
+        top = max(range(len(mem)), key=lambda i: mem[i]["rss_mb"] or 0.0)  # the rank with the highest peak
+        out.update({k: v for k, v in mem[top].items() if v is not None})
         out["open_rss_mb"] = max(self.facts.get("open_rss_mb") or [out["rss_mb"]])
-        top = peaks.index(out["rss_mb"])  # the split of the rank with the highest peak
-        for key in ("open_anon_mb", "end_file_mb"):
-            values = self.facts.get(key)
-            if isinstance(values, list) and len(values) > top and isinstance(values[top], (int, float)):
-                out[key] = float(values[top])
         return out
+
+    def rank_memory(self) -> List[Dict[str, Optional[float]]]:
+        """Per rank, MiB: ``rss_mb`` (the trainer's peak RSS plus, with sampler workers, their own memory and the
+        pages of mapped files they hold beyond the trainer's: :func:`pyg_dist.plan.job.worker_memory_mb`),
+        ``open_anon_mb`` (the trainer's own memory at the first batch), ``end_file_mb`` (pages of mapped files
+        after training, the trainer's or a worker's, the most) and ``workers_mb`` (the workers' own); ``None``
+        where the job did not say."""
+        def value(key: str, i: int) -> Optional[float]:
+            values = self.facts.get(key)
+            if isinstance(values, list) and len(values) > i and isinstance(values[i], (int, float)):
+                return float(values[i])
+            return None
+        out = []
+        for i, r in enumerate(self.record["ranks"]):
+            own, wfile, tfile = value("workers_mb", i) or 0.0, value("workers_file_mb", i) or 0.0, \
+                value("end_file_mb", i)
+            extra = max(wfile - tfile, 0.0) if tfile is not None else 0.0
+            out.append({"rss_mb": r.get("peak_rss_mb", 0.0) + own + extra, "open_anon_mb": value("open_anon_mb", i),
+                        "end_file_mb": None if tfile is None else tfile + extra, "workers_mb": own})
+        return out
+
+    def workers_cpu_batches(self) -> float:
+        """The batches the workers' CPU seconds of the last epoch were spent on: the epoch's, and, when it was cut
+        short (``--max-steps``), the two a worker prefetches beyond it (torch's ``prefetch_factor``)."""
+        if "workers_cpu_batches" in self.facts:
+            return float(self.facts["workers_cpu_batches"])
+        batches = float(self.record["ranks"][0]["batches"])
+        cut = self.fact("batches_per_epoch", batches) > batches
+        return batches + (2 * self.fact("num_workers") if cut else 0.0)
+
+    def workers_cpu_per_batch(self) -> float:
+        """The sampler workers' CPU seconds per batch, the mean over ranks (0.0 without workers or the figure)."""
+        cpu = self.facts.get("workers_cpu_s")
+        if not isinstance(cpu, list) or not cpu:
+            return 0.0
+        good = [float(c) for c in cpu if isinstance(c, (int, float)) and not isinstance(c, bool) and c >= 0]
+        return sum(good) / max(len(good), 1) / max(self.workers_cpu_batches(), 1.0)
 
     def fact(self, key: str, default: float = 0.0) -> float:
         """A number of the job's facts (the largest, for a per-rank list); ``default`` where it is absent or
@@ -166,7 +206,8 @@ def fit(one: Run, one_two: Optional[Run], two: Run, c1: Counts, c2: Counts, size
                   row_bytes=int(one.facts["row_bytes"]), wire_row_bytes=int(two.fact("wire_row_bytes")),
                   train_seeds=int(one.facts["train_seeds"]),
                   params=int(one.facts["params"]), cold_s=(one.cold_s + two.cold_s) / 2,
-                  huge_pages=huge_pages_share([r for r in (one, one_two, two) if r is not None]), **sizes)
+                  huge_pages=huge_pages_share([r for r in (one, one_two, two) if r is not None]),
+                  node_bytes=sizes["node_bytes"], edge_bytes=sizes["edge_bytes"])
     costs.h_edge = max(b["sample"] - costs.u_edge * c2.edges - lat * c2.hop_calls, 0.0) / max(e_rem, 1.0)
     costs.h_row = max(b["rows"] - costs.u_row * c2.rows - lat * c2.row_calls, 0.0) / max(r_rem, 1.0)
     costs.ddp = max(b["step"] - costs.u_step * c2.rows, 0.0)
@@ -174,6 +215,29 @@ def fit(one: Run, one_two: Optional[Run], two: Run, c1: Counts, c2: Counts, size
     if four is not None and c4 is not None:
         costs.rss_train_peers_per_row = growth_mb(four.per_batch()) / max(c4.rows, 1.0)
     return costs
+
+
+def fit_workers(costs: Costs, one: Run, two: Run, c1: Counts, c2: Counts, sizes: Dict[str, int]) -> Dict[str, float]:
+    """The sampler workers' costs (:data:`~.model.WORKER_COSTS`) from the runs with one worker a rank: 1 rank
+    (the worker's one-thread costs per sampled edge and row; the trainer's wait for a batch beyond the worker's
+    lag, per row: taking it over) and 2 ranks (memory only: four processes on this machine's cores)."""
+    from dataclasses import replace
+    a, b = one.per_batch(), two.per_batch()
+    lag = max(a["sample"] + a["rows"] + a["assemble"] - a["step"], 0.0)  # the trainer idles while the worker lags
+    timed = a["sample"] + a["rows"] + a["assemble"]
+    untimed = max(one.workers_cpu_per_batch() - timed, 0.0)  # the worker hands the batch over: its CPU beyond
+    out = {"w_edge": a["sample"] / c1.edges, "w_row": a["rows"] / c1.rows,
+           "w_asm": (a["assemble"] + untimed) / c1.rows,
+           "w_recv": max(a["other"] - lag, 0.0) / c1.rows, "epoch_other": a["epoch_other"],
+           "cold_s": (one.cold_s + two.cold_s) / 2}
+    terms = replace(costs)
+    fit_rss(terms, a, b, c1, c2, sizes)
+    out.update({k: getattr(terms, k) for k in ("rss_base_mb", "rss_per_byte", "rss_file_base_mb", "rss_file_per_byte")})
+    for run, counts, suffix in ((a, c1, "1_per_row"), (b, c2, "_per_row")):
+        own = run.get("workers_mb", 0.0) / max(one.fact("num_workers", 1.0), 1.0)
+        out["worker" + suffix] = own / max(counts.rows, 1.0)
+        out["trainer" + suffix] = max(growth_mb(run) - run.get("workers_mb", 0.0), 0.0) / max(counts.rows, 1.0)
+    return out
 
 
 def growth_mb(run: Dict[str, float]) -> float:
@@ -230,28 +294,40 @@ def merge(runs: List[Run]) -> Run:
         ranks.append(merged)
     record = {"wall_s": sum(r.record["wall_s"] for r in runs), "ranks": ranks}
     facts = dict(runs[-1].facts, huge_pages_ranks=min(r.facts.get("huge_pages_ranks", r.ranks) for r in runs))
+    if all(isinstance(r.facts.get("workers_cpu_s"), list) for r in runs):  # the workers' CPU, over all repeats
+        facts["workers_cpu_s"] = [sum(v) for v in zip(*(r.facts["workers_cpu_s"] for r in runs))]
+        facts["workers_cpu_batches"] = sum(r.workers_cpu_batches() for r in runs)
     return Run(runs[0].ranks, runs[0].threads, record, facts, sum(r.seconds for r in runs),
                runs[0].link_gbps, sum(r.cold_s for r in runs) / len(runs))
 
 
 def calibrate(folders: Dict[int, Path], counts: Dict[int, Counts], work: Path, job_args: List[str], steps: int,
-              cores: int, say=print, warmup: int = 5, repeats: int = 2) -> Costs:
+              cores: int, say=print, warmup: int = 5, repeats: int = 2, workers: bool = False) -> Costs:
     """Runs the calibration runs (module docstring) ``repeats`` times, interleaved (this kind of machine
     drifts over minutes), and fits :class:`~.model.Costs` to their merged batches. ``folders``: one per
-    :data:`PARTS` (without a 4-part folder, no 4-rank run)."""
-    runs: Dict[str, List[Run]] = {"1x1": [], "1x2": [], "2x1": [], "4x1": []}
+    :data:`PARTS` (without a 4-part folder, no 4-rank run); ``workers``: also the runs with one sampler worker a
+    rank (1 and 2 ranks: :func:`fit_workers`)."""
+    plan = [("1x1", 1, 1, 0), ("1x2", 1, 2, 0), ("2x1", 2, 1, 0), ("4x1", 4, 1, 0)]
+    plan += [("1x1w", 1, 1, 1), ("2x1w", 2, 1, 1)] if workers else []
+    runs: Dict[str, List[Run]] = {name: [] for name, *_ in plan}
     for _ in range(repeats):
-        for name, ranks, threads in (("1x1", 1, 1), ("1x2", 1, 2), ("2x1", 2, 1), ("4x1", 4, 1)):
+        for name, ranks, threads, w in plan:
             if threads > cores or ranks not in folders:
                 continue
             t = time.perf_counter()
+            extra = ["--num-workers", str(w)] if w else []
             runs[name].append(run_job(folders[ranks], ranks, threads, work / f"cal_{name}_{len(runs[name])}.jsonl",
-                                      job_args, steps=steps, warmup=warmup))
-            say(f"calibration run {ranks} rank(s) x {threads} thread(s): {time.perf_counter() - t:.1f} s")
+                                      [*job_args, *extra], steps=steps, warmup=warmup))
+            say(f"calibration run {ranks} rank(s) x {threads} thread(s){f' x {w} worker' if w else ''}: "
+                f"{time.perf_counter() - t:.1f} s")
     one_two = merge(runs["1x2"]) if runs["1x2"] else None
     four = merge(runs["4x1"]) if runs["4x1"] else None
-    return fit(merge(runs["1x1"]), one_two, merge(runs["2x1"]), counts[1], counts[2], folder_bytes(folders[1]),
-               four, counts.get(4))
+    sizes = folder_bytes(folders[1])
+    costs = fit(merge(runs["1x1"]), one_two, merge(runs["2x1"]), counts[1], counts[2], sizes, four, counts.get(4))
+    if workers:
+        costs.workers = fit_workers(costs, merge(runs["1x1w"]), merge(runs["2x1w"]), counts[1], counts[2], sizes)
+    return costs
 
 
-__all__ = ["PARTS", "JobFailedError", "Run", "run_job", "folder_bytes", "fit", "growth_mb", "merge", "calibrate"]
+__all__ = ["PARTS", "JobFailedError", "Run", "run_job", "folder_bytes", "fit", "fit_workers", "growth_mb", "merge",
+           "calibrate"]

@@ -39,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     job.add_argument("--remote-rows", choices=["exact", "int8"], default="exact",
                      help="how fetched rows travel (TrainConfig.remote_rows); measured in the calibration, so "
                           "plan int8 from costs calibrated with it")
+    job.add_argument("--num-workers", type=int, default=0,
+                     help="sampler workers per rank (TrainConfig.num_workers; default 0: the trainer samples); "
+                          "the calibration then adds runs with one worker a rank")
     m = p.add_argument_group("the machines")
     m.add_argument("--machines", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32], help="machine counts to plan for")
     m.add_argument("--ranks-per-machine", type=int, default=1, help="training processes on each machine")
@@ -71,8 +74,9 @@ def _validate(args) -> None:
     for name in ("batch_size", "hidden", "ranks_per_machine", "steps", "replay_batches", "check_ranks", "repeats"):
         if getattr(args, name) < 1:
             raise InvalidArgumentError("pyg-dist-plan", f"--{name.replace('_', '-')}", getattr(args, name), ">= 1")
-    if args.warmup < 0:
-        raise InvalidArgumentError("pyg-dist-plan", "--warmup", args.warmup, ">= 0")
+    for name in ("warmup", "num_workers"):
+        if getattr(args, name) < 0:
+            raise InvalidArgumentError("pyg-dist-plan", f"--{name.replace('_', '-')}", getattr(args, name), ">= 0")
     if any(n < 1 for n in args.machines):
         raise InvalidArgumentError("pyg-dist-plan", "--machines", args.machines, "machine counts >= 1")
     if args.cache_ratio is not None and not 0 < args.cache_ratio <= 1:

@@ -26,6 +26,21 @@ costs::
                                                         and as many bytes of replies to the peers' fills, which
                                                         stay in the owner's allocator)
 
+With ``W`` sampler workers a rank (``TrainConfig.num_workers``; each worker one thread, the trainer
+``max(1, c // r - W)``), the workers sample, fetch and assemble while the trainer steps, and hand each batch over::
+
+    sample, rows, assemble   as above with the workers' own one-thread costs (w_edge, w_row, w_asm), one
+                             thread; assemble includes handing the batch over (the worker's CPU beyond its
+                             timed stages: the batch pickled into shared memory for the trainer's queue)
+    recv     = w_recv * R                                  (the trainer takes a batch over)
+    alone    = max(step + recv + u_other, (sample + rows + assemble) / W)
+    batch    = max(alone, r * (CPU of step + recv + sample + rows + assemble) / c)  when r * (1 + W) > c
+    rss      = the trainer's (its own terms, from runs with a worker) + W * w_own * R   (each worker's own memory:
+               its peak less the pages it shares with the trainer; mapped pages counted once). From 3 ranks on
+               the trainer's growth per row is scaled as without workers (x2 at 4 ranks: measured, 370-500 MiB
+               against 255 at 2, though its workers serve), a worker's stays its 2-rank figure (140-175 MiB at
+               4 ranks against 140-160 at 2).
+
 Every unit cost is measured (:mod:`.calibrate`); the one-thread costs at one rank, the remote surcharges
 (``h_edge``, ``h_row``) and ``ddp`` at two ranks, ``lat`` by timed empty calls between them, the peak's growth
 with several peers at four ranks (a rank that fetches from and serves several peers at once keeps about twice
@@ -38,12 +53,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.plan.replay import Counts
 
 STAGES = ("sample", "rows", "assemble", "step", "other")
+#: The sampler workers' costs (``Costs.workers``; :mod:`.calibrate` fits them from runs with one worker a rank):
+#: one-thread seconds per sampled edge and per row in a worker, the trainer's per row to take a batch over, the
+#: epoch's end and the first epoch's start with workers, and the memory terms of :func:`predict` as the trainer
+#: has them beside its workers (``trainer*_per_row``: its growth per row at 1 and 2 ranks) and each worker's own
+#: (``worker*_per_row``).
+WORKER_COSTS = ("w_edge", "w_row", "w_asm", "w_recv", "epoch_other", "cold_s", "rss_base_mb", "rss_per_byte",
+                "rss_file_base_mb", "rss_file_per_byte", "trainer1_per_row", "trainer_per_row", "worker1_per_row",
+                "worker_per_row")
 
 
 @dataclass
@@ -80,6 +103,7 @@ class Costs:
     graph_edges: int = 0
     huge_pages: float = 1.0  # the share of the calibration's ranks where torch used huge pages (:mod:`pyg_dist._alloc`)
     wire_row_bytes: int = 0  # bytes a fetched row puts on the wire (0: row_bytes)
+    workers: Dict[str, float] = field(default_factory=dict)  # the sampler workers' costs (:data:`WORKER_COSTS`)
 
     @classmethod
     def read(cls, data: dict, where: str = "costs") -> "Costs":
@@ -93,14 +117,16 @@ class Costs:
         if unknown:
             raise InvalidArgumentError("Costs.read", where, unknown, f"only the fields {sorted(names)}")
         for key, value in data.items():
-            values = value.values() if key == "phi" and isinstance(value, dict) else [value]
-            ok = key != "phi" or isinstance(value, dict)
+            nested = key in ("phi", "workers")
+            values = value.values() if nested and isinstance(value, dict) else [value]
+            ok = not nested or (isinstance(value, dict) and (key == "phi" or set(value) <= set(WORKER_COSTS)))
             for v in values:
                 ok = ok and not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v >= 0
                 ok = ok and (key != "phi" or v <= 1)
             if not ok:
                 raise InvalidArgumentError("Costs.read", f"{where}[{key!r}]", value,
-                                           "a finite number >= 0" + (" per stage, at most 1" if key == "phi" else ""))
+                                           "a finite number >= 0" + (" per stage, at most 1" if key == "phi" else "")
+                                           + (f" for each of {list(WORKER_COSTS)}" if key == "workers" else ""))
         return cls(**data)
 
     def for_graph(self, nodes: int, edges: int, train_seeds: Optional[int] = None) -> "Costs":
@@ -128,8 +154,11 @@ class Machines:
     cores: int = 1
     link_gbps: Optional[float] = None
     emulated: bool = False
+    workers: int = 0
 
     def __post_init__(self) -> None:
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 0:
+            raise InvalidArgumentError("Machines", "workers", self.workers, "an int >= 0")
         for name in ("ranks", "machines", "cores"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -145,7 +174,13 @@ class Machines:
 
     @property
     def threads(self) -> int:
-        return max(1, self.cores // self.per_machine)
+        """The trainer's threads: the cores of a machine shared by its ranks, less one a sampler worker."""
+        return max(1, self.cores // self.per_machine - self.workers)
+
+    @property
+    def processes(self) -> int:
+        """Processes on one machine: its ranks and their sampler workers."""
+        return self.per_machine * (1 + self.workers)
 
 
 @dataclass
@@ -160,6 +195,7 @@ class Prediction:
     bound: str
     rss_mb: float
     speedup: float = 1.0
+    batch_ms: float = 0.0  # one batch (the stages' sum; with sampler workers, less: they overlap the step)
 
     def as_dict(self) -> dict:
         """The row as plain values (``--json``)."""
@@ -175,33 +211,71 @@ def predict(costs: Costs, counts: Counts, m: Machines, batch_size: int) -> Predi
     """The predicted stage split, epoch seconds and RSS of one rank (module docstring)."""
     if counts.num_parts != m.ranks:
         raise InvalidArgumentError("predict", "counts", counts.num_parts, f"counts replayed for {m.ranks} parts")
-    t = m.threads
+    w = costs.workers if m.workers else {}
+    if m.workers and not set(WORKER_COSTS) <= set(w):
+        raise InvalidArgumentError("predict", "costs", "costs without the sampler workers' terms",
+                                   "costs calibrated with --num-workers (a calibration run with a worker)")
     wire = 0.0  # seconds per byte on the link, where bytes cross one
     if m.link_gbps is not None and (m.machines > 1 or m.emulated):
         wire = (1 if m.emulated else m.per_machine) / (m.link_gbps * 1e9 / 8)
     e_rem, r_rem = counts.edges * counts.remote_edge_frac, counts.rows * counts.fetched_row_frac
     row_wire = costs.wire_row_bytes or costs.row_bytes
-    a = {s: amdahl(costs.phi.get(s, 1.0), t) for s in ("sample", "rows", "assemble", "step")}
+    a = {s: 1.0 if w and s != "step" else amdahl(costs.phi.get(s, 1.0), m.threads)  # a worker has one thread
+         for s in ("sample", "rows", "assemble", "step")}
+    u_edge, u_row, u_asm = (w["w_edge"], w["w_row"], w["w_asm"]) if w else (costs.u_edge, costs.u_row, costs.u_asm)
     s = {
-        "sample": (costs.u_edge * counts.edges + costs.h_edge * e_rem + costs.lat * counts.hop_calls)
-        * a["sample"] + wire * 16 * e_rem,
-        "rows": (costs.u_row * counts.rows + costs.h_row * r_rem + costs.lat * counts.row_calls) * a["rows"]
+        "sample": (u_edge * counts.edges + costs.h_edge * e_rem + costs.lat * counts.hop_calls) * a["sample"]
+        + wire * 16 * e_rem,
+        "rows": (u_row * counts.rows + costs.h_row * r_rem + costs.lat * counts.row_calls) * a["rows"]
         + wire * row_wire * r_rem,
-        "assemble": costs.u_asm * counts.rows * a["assemble"],
+        "assemble": u_asm * counts.rows * a["assemble"],
         "step": costs.u_step * counts.rows * a["step"] + (costs.ddp if m.ranks > 1 else 0.0) + _allreduce(costs, m),
-        "other": costs.u_other,
+        "other": costs.u_other + (w["w_recv"] * counts.rows if w else 0.0),
     }
     waits = (costs.ddp if m.ranks > 1 else 0.0) + _allreduce(costs, m) + wire * (16 * e_rem + row_wire * r_rem) \
         + costs.lat * (counts.hop_calls * a["sample"] + counts.row_calls * a["rows"])
-    slow = _shared_cores(m, sum(s.values()), waits)
-    s = {n: v * slow for n, v in s.items()}
+    alone, batch = _batch_s(s, m, waits)
+    s = {n: v * batch / alone for n, v in s.items()}  # every stage slowed alike where the cores are shared
     batches = max(1, math.ceil(costs.train_seeds / m.ranks / batch_size))
-    epoch = batches * sum(s.values()) + costs.epoch_other
+    epoch = batches * batch + (w["epoch_other"] if w else costs.epoch_other)
     part = costs.node_bytes * counts.max_nodes_frac + costs.edge_bytes * counts.max_edges_frac
-    rss = (costs.rss_base_mb + costs.rss_file_base_mb + (costs.rss_per_byte + costs.rss_file_per_byte) * part / 2**20
-           + _rss_train(costs, counts, m.ranks) + cache_mb(costs, counts))
-    return Prediction(m.ranks, m.machines, t, batches, {n: round(v * 1e3, 2) for n, v in s.items()},
-                      epoch, max(s, key=lambda n: s[n]), rss)
+    bound = max(s, key=lambda n: s[n])
+    if w and s["step"] + s["other"] >= (s["sample"] + s["rows"] + s["assemble"]) / m.workers:
+        bound = "step"
+    elif w:
+        bound = max(("sample", "rows", "assemble"), key=lambda n: s[n]) + " (workers)"
+    return Prediction(m.ranks, m.machines, m.threads, batches, {n: round(v * 1e3, 2) for n, v in s.items()},
+                      epoch, bound, _rss(costs, counts, m, part), batch_ms=round(batch * 1e3, 2))
+
+
+def _batch_s(s: Dict[str, float], m: Machines, waits: float) -> Tuple[float, float]:
+    """``(alone, batch)`` seconds of one batch: with the rank's cores to itself (its stages one after another;
+    with sampler workers, the larger of the trainer's part and the workers' part over their count), and with
+    the machine's processes sharing its cores (their CPU seconds, the stages less their waits: DDP's wait for the
+    slowest rank, calls, wire, over the cores) where they outnumber them."""
+    total = sum(s.values())
+    alone = total
+    if m.workers:
+        alone = max(s["step"] + s["other"], (s["sample"] + s["rows"] + s["assemble"]) / m.workers)
+    if m.processes <= m.cores or alone <= 0:
+        return max(alone, 1e-12), max(alone, 1e-12)
+    return alone, max(alone, m.per_machine * max(total - waits, 0.0) / m.cores)
+
+
+def _rss(costs: Costs, counts: Counts, m: Machines, part: float) -> float:
+    """A rank's predicted peak RSS, MiB (module docstring): its trainer's and, with workers, theirs."""
+    w = costs.workers if m.workers else {}
+    terms = w if w else asdict(costs)
+    fixed = (terms["rss_base_mb"] + terms["rss_file_base_mb"]
+             + (terms["rss_per_byte"] + terms["rss_file_per_byte"]) * part / 2**20)
+    if not w:
+        return fixed + _rss_train(costs, counts, m.ranks) + cache_mb(costs, counts)
+    one = m.ranks == 1
+    trainer = w["trainer1_per_row" if one else "trainer_per_row"]
+    if m.ranks > 2 and costs.rss_train_peers_per_row > 0 and costs.rss_train_per_row > 0:
+        trainer *= costs.rss_train_peers_per_row / costs.rss_train_per_row  # several peers: as without workers
+    per_row = trainer + m.workers * w["worker1_per_row" if one else "worker_per_row"]  # a worker's: as at 2 ranks
+    return fixed + per_row * counts.rows + cache_mb(costs, counts)
 
 
 def _rss_train(costs: Costs, counts: Counts, ranks: int) -> float:
@@ -227,15 +301,6 @@ def cache_mb(costs: Costs, counts: Counts) -> float:
     return CACHE_MEMORY_FACTOR * counts.cache_rows * (costs.row_bytes + 16) / 2**20
 
 
-def _shared_cores(m: Machines, alone: float, waits: float) -> float:
-    """How much slower a batch gets when a machine runs more ranks than it has cores: the ranks' CPU seconds
-    (the batch alone less its waits: DDP's wait for the slowest rank, calls, wire) shared by the cores, when
-    that exceeds the batch alone (a rank waiting leaves its core to the others)."""
-    if m.per_machine <= m.cores or alone <= 0:
-        return 1.0
-    return max(1.0, m.per_machine * max(alone - waits, 0.0) / m.cores / alone)
-
-
 def _allreduce(costs: Costs, m: Machines) -> float:
     """A ring all-reduce of the float32 gradients between machines (none on one machine)."""
     if m.machines == 1 or m.link_gbps is None or m.emulated:
@@ -251,4 +316,5 @@ def with_speedups(rows: List[Prediction]) -> List[Prediction]:
     return rows
 
 
-__all__ = ["Costs", "Machines", "Prediction", "STAGES", "amdahl", "predict", "with_speedups", "cache_mb"]
+__all__ = ["Costs", "Machines", "Prediction", "STAGES", "WORKER_COSTS", "amdahl", "predict", "with_speedups",
+           "cache_mb"]

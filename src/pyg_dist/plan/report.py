@@ -67,11 +67,13 @@ def run(args, err: IO[str]) -> int:
     return 0
 
 
-def job_args(args, cache: bool = True) -> List[str]:
-    """The job's loader and model settings, the same in every run (the calibration's without the cache)."""
-    ratio = ["--cache-ratio", str(args.cache_ratio)] if args.cache_ratio and cache else []
+def job_args(args, calibration: bool = False) -> List[str]:
+    """The job's loader and model settings, the same in every run (the calibration's without the cache and the
+    sampler workers: it runs its own with one)."""
+    ratio = ["--cache-ratio", str(args.cache_ratio)] if args.cache_ratio and not calibration else []
+    workers = ["--num-workers", str(args.num_workers)] if args.num_workers and not calibration else []
     return ["--num-neighbors", ",".join(map(str, args.num_neighbors)), "--batch-size", str(args.batch_size),
-            "--hidden", str(args.hidden), "--remote-rows", args.remote_rows, *ratio]
+            "--hidden", str(args.hidden), "--remote-rows", args.remote_rows, *ratio, *workers]
 
 
 def all_counts(args, graph, parts: List[int], say) -> Dict[int, Counts]:
@@ -104,12 +106,15 @@ def get_costs(args, counts, cores: int, say, graph) -> Costs:
             costs = Costs.read(data, "--costs")
         except TypeError as e:  # a required field missing
             raise InvalidArgumentError("pyg-dist-plan", "--costs", args.costs, f"a costs.json it wrote ({e})") from None
+        if args.num_workers and not costs.workers:
+            raise InvalidArgumentError("pyg-dist-plan", "--costs", args.costs, "costs calibrated with --num-workers "
+                                       "for a plan with sampler workers (these hold none of their terms)")
         return costs.for_graph(*graph)
     t = time.perf_counter()
     folders = {n: folder(args, n, say) for n in cal.PARTS}
     costs = cal.calibrate(folders, {n: replace(c, cached_row_frac=0.0, cache_rows=0.0) for n, c in counts.items()},
-                          Path(args.work), job_args(args, cache=False), args.steps, cores, say, args.warmup,
-                          args.repeats)
+                          Path(args.work), job_args(args, calibration=True), args.steps, cores, say, args.warmup,
+                          args.repeats, workers=args.num_workers > 0)
     costs.graph_nodes, costs.graph_edges = graph[0], graph[1]
     (Path(args.work) / "costs.json").write_text(json.dumps(costs.as_dict(), indent=1))
     say(f"calibrated in {time.perf_counter() - t:.1f} s -> {Path(args.work) / 'costs.json'}")
@@ -119,7 +124,8 @@ def get_costs(args, counts, cores: int, say, graph) -> Costs:
 def plan_rows(args, costs: Costs, counts, cores: int) -> List[Prediction]:
     """One prediction per ``--machines`` count, with speed-ups over the first."""
     rows = [predict(costs, counts[n * args.ranks_per_machine],
-                    Machines(n * args.ranks_per_machine, n, cores, args.link_gbps), args.batch_size)
+                    Machines(n * args.ranks_per_machine, n, cores, args.link_gbps, workers=args.num_workers),
+                    args.batch_size)
             for n in args.machines]
     return with_speedups(rows)
 
@@ -127,12 +133,12 @@ def plan_rows(args, costs: Costs, counts, cores: int) -> List[Prediction]:
 def table(rows: List[Prediction], cores: int, args) -> str:
     """The plan as a Markdown table."""
     head = ("| machines | ranks | threads/rank | batches/rank | " + " | ".join(f"{s} ms" for s in STAGES)
-            + " | epoch s | bound by | speed-up | RSS/rank MiB |")
+            + " | batch ms | epoch s | bound by | speed-up | RSS/rank MiB |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         lines.append(f"| {r.machines} | {r.ranks} | {r.threads} | {r.batches} | "
                      + " | ".join(f"{r.ms[s]:.1f}" for s in STAGES)
-                     + f" | {r.epoch_s:.1f} | {r.bound} | {r.speedup:.2f}x | {r.rss_mb:.0f} |")
+                     + f" | {r.batch_ms:.1f} | {r.epoch_s:.1f} | {r.bound} | {r.speedup:.2f}x | {r.rss_mb:.0f} |")
     return "\n".join(lines)
 
 
@@ -146,7 +152,7 @@ def assumptions(args, cores: int, costs: Costs) -> List[str]:
             f"one-thread unit costs measured on this machine; threads beyond 2 extrapolated by Amdahl (serial "
             f"fraction {', '.join(f'{k} {v:.2f}' for k, v in costs.phi.items())})",
             f"partitions: <work>/parts-N where written, else {args.method} (replayed per machine count); "
-            f"{_cache_words(args)}, no sampler workers, concurrency 1, {costs.row_bytes} B feature rows, "
+            f"{_cache_words(args)}, {_worker_words(args)}, concurrency 1, {costs.row_bytes} B feature rows, "
             f"{costs.wire_row_bytes or costs.row_bytes} B on the wire per fetched row ({args.remote_rows}); remote "
             f"calls cost {costs.lat * 1e3:.2f} ms each (empty-call latency measured here)",
             f"torch's huge pages for large tensors in {costs.huge_pages:.0%} of the calibration's ranks "
@@ -163,6 +169,13 @@ def _growth_words(costs: Costs) -> str:
                else "from 3 ranks on, the 2-rank figure: no 4-rank calibration run")
     figures = ", ".join(f"{v * 1024:.2f} KiB at {n} rank{'s' if n > 1 else ''}" for n, v in measured)
     return f"memory: the peak's growth while training per row of a batch {figures} ({several})"
+
+
+def _worker_words(args) -> str:
+    if not args.num_workers:
+        return "no sampler workers"
+    return (f"{args.num_workers} sampler worker(s) a rank (one thread each, their one-thread costs and memory "
+            "measured with one worker a rank at 1 and 2 ranks; more peers scaled as without workers)")
 
 
 def _cache_words(args) -> str:
@@ -196,8 +209,8 @@ def machine_speed(args, costs: Costs, counts, say) -> Optional[float]:
     one = Path(args.work) / "parts-1"
     if 1 not in counts or not (one / "META.json").exists():
         return None
-    run = cal.run_job(one, 1, 1, Path(args.work) / "speed.jsonl", job_args(args, cache=False), steps=args.steps,
-                      warmup=args.warmup)
+    run = cal.run_job(one, 1, 1, Path(args.work) / "speed.jsonl", job_args(args, calibration=True),
+                      steps=args.steps, warmup=args.warmup)
     now = sum(v for k, v in run.per_batch().items() if k in STAGES)
     then = sum(predict(costs, counts[1], Machines(1), args.batch_size).ms.values()) / 1e3
     speed = now / then if then > 0 else None
@@ -212,17 +225,22 @@ def check(args, costs: Costs, counts, cores: int, say) -> List[dict]:
     out = []
     for ranks, gbps in check_rows(args):
         speed = machine_speed(args, costs, counts, say)
-        threads = max(1, cores // ranks)
-        pred = predict(costs, counts[ranks], Machines(ranks, 1, cores, gbps, emulated=True), args.batch_size)
+        m = Machines(ranks, 1, cores, gbps, emulated=True, workers=args.num_workers)
+        pred, threads = predict(costs, counts[ranks], m, args.batch_size), m.threads
         run = cal.run_job(folder(args, ranks, say), ranks, threads, Path(args.work) / f"check_{ranks}_{gbps}.jsonl",
                           job_args(args), steps=args.check_steps, warmup=args.check_warmup, link_gbps=gbps)
         batches = int(run.record["ranks"][0]["batches"])
         scale = batches / pred.batches  # --check-steps: the epoch predicted for the batches run
-        cold = 0.0 if args.check_warmup else costs.cold_s
-        predicted = (pred.epoch_s - costs.epoch_other) * scale + costs.epoch_other + cold
+        w = costs.workers if args.num_workers else {}
+        cold = 0.0 if args.check_warmup else w.get("cold_s", costs.cold_s)
+        end = w.get("epoch_other", costs.epoch_other)
+        predicted = (pred.epoch_s - end) * scale + end + cold
         measured, got = run.wall_s, run.per_batch()
+        if args.num_workers:  # the workers' CPU beyond their timed stages: handing the batch over, in assemble
+            got["assemble"] += max(run.workers_cpu_per_batch() - got["sample"] - got["rows"] - got["assemble"], 0.0)
         rss = got["rss_mb"]
-        out.append({"ranks": ranks, "link_gbps": gbps, "threads": threads, "batches": batches,
+        out.append({"ranks": ranks, "link_gbps": gbps, "threads": threads, "workers": args.num_workers,
+                    "batches": batches,
                     "predicted_s": predicted, "measured_s": measured, "error": predicted / measured - 1,
                     "predicted_rss_mb": pred.rss_mb, "measured_rss_mb": rss,
                     "rss_error": pred.rss_mb / max(rss, 1e-9) - 1,
@@ -233,9 +251,15 @@ def check(args, costs: Costs, counts, cores: int, say) -> List[dict]:
                     "predicted_ms": dict(pred.ms), "measured_ms": {k: got[k] * 1e3 for k in STAGES},
                     "machine_speed": speed,
                     "error_at_speed": predicted * speed / measured - 1 if speed is not None else None})
-        say(f"check {ranks} rank(s){'' if gbps is None else f' at {gbps:g} Gb/s'}: predicted "
+        say(f"check {_who(out[-1])} rank(s){'' if gbps is None else f' at {gbps:g} Gb/s'}: predicted "
             f"{predicted:.1f} s, measured {measured:.1f} s ({predicted / measured - 1:+.0%})")
     return out
+
+
+def _who(row: dict) -> str:
+    """``2``, or with sampler workers ``2 (+1 worker each)``."""
+    w = row.get("workers") or 0
+    return f"{row['ranks']}" if not w else f"{row['ranks']} (+{w} worker{'s' if w > 1 else ''} each)"
 
 
 def check_table(rows: List[dict]) -> str:
@@ -252,7 +276,7 @@ def check_table(rows: List[dict]) -> str:
             if cache else ""
         speed = r.get("machine_speed")
         drift = f"{speed - 1:+.0%} | {r['error_at_speed']:+.0%}" if speed is not None else "- | -"
-        lines.append(f"| {r['ranks']} | {link} | {r['batches']} | {r['predicted_s']:.1f} | {r['measured_s']:.1f} | "
+        lines.append(f"| {_who(r)} | {link} | {r['batches']} | {r['predicted_s']:.1f} | {r['measured_s']:.1f} | "
                      f"{r['error']:+.0%} | {drift} | {r['predicted_rss_mb']:.0f} | {r['measured_rss_mb']:.0f} | "
                      f"{r['rss_error']:+.0%} |{rows_cell}")
     return "\n".join(lines)
@@ -266,7 +290,7 @@ def stage_table(rows: List[dict]) -> str:
     for r in rows:
         link = "loopback" if r["link_gbps"] is None else f"{r['link_gbps']:g} Gb/s (emulated)"
         cells = " | ".join(f"{r['predicted_ms'][s]:.1f} / {r['measured_ms'][s]:.1f}" for s in STAGES)
-        lines.append(f"| {r['ranks']} | {link} | {cells} |")
+        lines.append(f"| {_who(r)} | {link} | {cells} |")
     return "\n".join(lines)
 
 
@@ -276,8 +300,9 @@ def chart(rows: List[Prediction], path: str) -> Path:
     fig, (left, right) = new_figure(2, "pyg-dist-plan: predicted epoch")
     names = [f"{r.machines}" for r in rows]
     bottom = [0.0] * len(rows)
-    for s in STAGES:
-        secs = [r.ms[s] * r.batches / 1e3 for r in rows]
+    for s in STAGES:  # each stage's share of the batch (sampler workers overlap the step: shares, not sums)
+        secs = [r.ms[s] / max(sum(r.ms.values()), 1e-9) * (r.batch_ms or sum(r.ms.values())) * r.batches / 1e3
+                for r in rows]
         left.bar(names, secs, bottom=bottom, label=s)
         bottom = [b + v for b, v in zip(bottom, secs)]
     left.set_title("epoch seconds by stage", fontsize=10)

@@ -165,16 +165,18 @@ def current_rss_mb() -> float:
         return 0.0
 
 
-def rss_parts_mb() -> Dict[str, float]:
-    """This process's resident set now split (``/proc/self/status``, MiB): ``anon`` (its own memory) and ``file``
-    (pages of mapped files and shared memory: libraries, memory-mapped partition files); zeros where unknown."""
-    out = {"anon": 0.0, "file": 0.0}
+def rss_parts_mb(pid: Union[int, str] = "self") -> Dict[str, float]:
+    """A process's resident set now split (``/proc/<pid>/status``, MiB; default this process): ``anon`` (its own
+    memory) and ``file`` (pages of mapped files and shared memory: libraries, memory-mapped partition files), and
+    its ``peak`` (``VmHWM``); zeros where unknown."""
+    out = {"anon": 0.0, "file": 0.0, "peak": 0.0}
+    names = {"RssAnon": "anon", "RssFile": "file", "RssShmem": "file", "VmHWM": "peak"}
     try:
-        with open("/proc/self/status") as f:
+        with open(f"/proc/{pid}/status") as f:
             for line in f:
                 key, _, value = line.partition(":")
-                if key in ("RssAnon", "RssFile", "RssShmem"):
-                    out["anon" if key == "RssAnon" else "file"] += int(value.split()[0]) / 1024.0
+                if key in names:
+                    out[names[key]] += int(value.split()[0]) / 1024.0
     except (OSError, ValueError, IndexError):
         pass
     return out
