@@ -54,10 +54,13 @@ def test_plan_calibrates_predicts_and_checks(tmp_path):
     assert set(doc["costs"]["workers"]) == set(WORKER_COSTS) and doc["costs"]["workers"]["w_row"] > 0
     assert any("1 sampler worker(s) a rank" in line for line in doc["assumptions"])
 
-    again = _plan(*SMALL, "--work", str(work), "--costs", str(work / "costs.json"), "--json", "-", timeout=300)
+    again = _plan(*SMALL, "--work", str(work), "--costs", str(work / "costs.json"), "--memory-gb", "64",
+                  "--json", "-", timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
+    assert "the fewest machines whose ranks fit in 64 GiB: 1 " in again.stdout  # a tiny graph fits one machine
     assert "calibration run" not in again.stderr  # the costs were reused, nothing ran
     reused = json.loads(again.stdout[again.stdout.index("{"):])
+    assert all(r["fits"] is True and r["machine_rss_gb"] > 0 for r in reused["rows"])
     assert any("no sampler workers" in line for line in reused["assumptions"])
     workers = _plan(*SMALL, "--work", str(work), "--costs", str(work / "costs.json"), "--num-workers", "1",
                     "--json", "-", timeout=300)
@@ -85,7 +88,8 @@ def test_plan_calibrates_predicts_and_checks(tmp_path):
                                          (["--cache-ratio", "1.5"], "--cache-ratio"),
                                          (["--check", "--check-rows", "2@x"], "--check-rows"),
                                          (["--check", "--check-rows", "0"], "--check-rows"),
-                                         (["--num-workers", "-1"], "--num-workers")])
+                                         (["--num-workers", "-1"], "--num-workers"),
+                                         (["--memory-gb", "0"], "--memory-gb")])
 def test_plan_names_the_bad_argument(tmp_path, args, named):
     proc = _plan(*SMALL, "--work", str(tmp_path), *args, timeout=120)
     assert proc.returncode == 2 and named in proc.stderr and "Traceback" not in proc.stderr

@@ -63,3 +63,22 @@ def test_the_memory_note_says_which_growth_each_count_uses():
     assert "from 3 ranks on, the 4-rank figure" in words
     words = report._growth_words(replace(costs, rss_train_peers_per_row=0.0))
     assert "4 ranks" not in words.split("(")[0] and "the 2-rank figure: no 4-rank calibration run" in words
+
+
+def test_memory_per_machine_says_which_rows_fit_and_the_fewest_machines():
+    """``--memory-gb``: a machine holds its ranks' peak RSS (two ranks a machine: twice a rank's)."""
+    from pyg_dist.plan.model import Prediction
+    ms = dict.fromkeys(("sample", "rows", "assemble", "step", "other"), 1.0)
+    rows = [Prediction(2 * n, n, 1, 10, ms, 100.0 / n, "step", rss) for n, rss in ((1, 3072.0), (2, 2048.0),
+                                                                                  (4, 1536.0))]
+    args = SimpleNamespace(memory_gb=4.0)
+    assert [report.machine_gb(r) for r in rows] == [6.0, 4.0, 3.0]
+    assert [report.fits(r, args) for r in rows] == [False, True, True]
+    assert report.fit_line(rows, args) == ("the fewest machines whose ranks fit in 4 GiB: 2 (4.0 GiB a machine, "
+                                           "epoch 50.0 s)")
+    assert "none of the planned counts fits 2 GiB" in report.fit_line(rows, SimpleNamespace(memory_gb=2.0))
+    assert "3.0 GiB at 4 machine(s)" in report.fit_line(rows, SimpleNamespace(memory_gb=2.0))
+    assert report.fits(rows[0], SimpleNamespace(memory_gb=None)) is None
+    text = report.table(rows, 2, SimpleNamespace(memory_gb=4.0))
+    assert "| RSS/machine GiB | fits 4 GiB |" in text.splitlines()[0] and "| 6.0 | **no** |" in text
+    assert "fits" not in report.table(rows, 2, SimpleNamespace(memory_gb=None))

@@ -47,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--ranks-per-machine", type=int, default=1, help="training processes on each machine")
     m.add_argument("--cores", type=int, default=None, help="cores per machine (default: this machine's)")
     m.add_argument("--link-gbps", type=float, default=10.0, help="the network between machines")
+    m.add_argument("--memory-gb", type=float, default=None,
+                   help="memory per machine, GiB: each row says whether its ranks fit, and the fewest that do")
     r = p.add_argument_group("the run")
     r.add_argument("--work", default="pyg_dist_plan", help="folder for partitions, records and costs.json")
     r.add_argument("--steps", type=int, default=20, help="calibration batches per run (after --warmup batches)")
@@ -81,6 +83,8 @@ def _validate(args) -> None:
         raise InvalidArgumentError("pyg-dist-plan", "--machines", args.machines, "machine counts >= 1")
     if args.cache_ratio is not None and not 0 < args.cache_ratio <= 1:
         raise InvalidArgumentError("pyg-dist-plan", "--cache-ratio", args.cache_ratio, "a fraction in (0, 1]")
+    if args.memory_gb is not None and not args.memory_gb > 0:
+        raise InvalidArgumentError("pyg-dist-plan", "--memory-gb", args.memory_gb, "> 0 (GiB a machine)")
     if not args.link_gbps > 0:
         raise InvalidArgumentError("pyg-dist-plan", "--link-gbps", args.link_gbps, "> 0")
 

@@ -43,6 +43,9 @@ def run(args, err: IO[str]) -> int:
     rows = plan_rows(args, costs, counts, cores)
     print(table(rows, cores, args))
     print()
+    if args.memory_gb:
+        print(fit_line(rows, args))
+        print()
     for line in assumptions(args, cores, costs):
         print(f"- {line}")
     checked: List[dict] = []
@@ -55,7 +58,8 @@ def run(args, err: IO[str]) -> int:
     if args.chart:
         say(f"chart: {chart(rows, args.chart)}")
     if args.json:
-        doc = {"rows": [r.as_dict() for r in rows], "check": checked, "costs": costs.as_dict(),
+        doc = {"rows": [dict(r.as_dict(), machine_rss_gb=machine_gb(r), fits=fits(r, args)) for r in rows],
+               "check": checked, "costs": costs.as_dict(),
                "counts": {n: c.as_dict() for n, c in counts.items()},
                "assumptions": assumptions(args, cores, costs)}
         text = json.dumps(doc, indent=1)
@@ -133,13 +137,39 @@ def plan_rows(args, costs: Costs, counts, cores: int) -> List[Prediction]:
 def table(rows: List[Prediction], cores: int, args) -> str:
     """The plan as a Markdown table."""
     head = ("| machines | ranks | threads/rank | batches/rank | " + " | ".join(f"{s} ms" for s in STAGES)
-            + " | batch ms | epoch s | bound by | speed-up | RSS/rank MiB |")
+            + " | batch ms | epoch s | bound by | speed-up | RSS/rank MiB | RSS/machine GiB |"
+            + (f" fits {args.memory_gb:g} GiB |" if args.memory_gb else ""))
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
+        verdict = {True: " yes |", False: " **no** |", None: ""}[fits(r, args)]
         lines.append(f"| {r.machines} | {r.ranks} | {r.threads} | {r.batches} | "
                      + " | ".join(f"{r.ms[s]:.1f}" for s in STAGES)
-                     + f" | {r.batch_ms:.1f} | {r.epoch_s:.1f} | {r.bound} | {r.speedup:.2f}x | {r.rss_mb:.0f} |")
+                     + f" | {r.batch_ms:.1f} | {r.epoch_s:.1f} | {r.bound} | {r.speedup:.2f}x | {r.rss_mb:.0f} | "
+                     + f"{machine_gb(r):.1f} |{verdict}")
     return "\n".join(lines)
+
+
+def machine_gb(row: Prediction) -> float:
+    """A machine's predicted memory, GiB: its ranks' peak RSS (each with its sampler workers)."""
+    return row.ranks // row.machines * row.rss_mb / 1024
+
+
+def fits(row: Prediction, args) -> Optional[bool]:
+    """Whether a machine's ranks fit in ``--memory-gb`` (``None`` without it)."""
+    return None if not args.memory_gb else machine_gb(row) <= args.memory_gb
+
+
+def fit_line(rows: List[Prediction], args) -> str:
+    """The fewest planned machines whose ranks fit in ``--memory-gb``, with its epoch; or that none does."""
+    fitting = [r for r in rows if fits(r, args)]
+    if not fitting:
+        most = min(rows, key=lambda r: machine_gb(r))
+        return (f"none of the planned counts fits {args.memory_gb:g} GiB a machine: the least is "
+                f"{machine_gb(most):.1f} GiB at {most.machines} machine(s); plan more machines or fewer ranks "
+                "a machine")
+    best = min(fitting, key=lambda r: r.machines)
+    return (f"the fewest machines whose ranks fit in {args.memory_gb:g} GiB: {best.machines} "
+            f"({machine_gb(best):.1f} GiB a machine, epoch {best.epoch_s:.1f} s)")
 
 
 def assumptions(args, cores: int, costs: Costs) -> List[str]:
@@ -314,5 +344,5 @@ def chart(rows: List[Prediction], path: str) -> Path:
 
 
 __all__ = ["run", "chart", "CHECK_ROWS", "check_rows", "all_counts", "get_costs", "plan_rows", "table",
-           "assumptions", "check", "check_table", "stage_table",
+           "assumptions", "check", "check_table", "stage_table", "machine_gb", "fits", "fit_line",
            "machine_speed"]
