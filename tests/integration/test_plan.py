@@ -52,7 +52,8 @@ def test_plan_calibrates_predicts_and_checks(tmp_path):
     assert (work / "costs.json").exists() and doc["costs"]["rss_train_peers_per_row"] > 0
     from pyg_dist.plan.model import WORKER_COSTS
     assert set(doc["costs"]["workers"]) == set(WORKER_COSTS) and doc["costs"]["workers"]["w_row"] > 0
-    assert any("1 sampler worker(s) a rank" in line for line in doc["assumptions"])
+    assert any("1 sampler worker(s) a rank (one thread each; measured with one worker a rank" in line
+               for line in doc["assumptions"])
 
     again = _plan(*SMALL, "--work", str(work), "--costs", str(work / "costs.json"), "--memory-gb", "64",
                   "--json", "-", timeout=300)

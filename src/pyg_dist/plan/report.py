@@ -182,7 +182,7 @@ def assumptions(args, cores: int, costs: Costs) -> List[str]:
             f"one-thread unit costs measured on this machine; threads beyond 2 extrapolated by Amdahl (serial "
             f"fraction {', '.join(f'{k} {v:.2f}' for k, v in costs.phi.items())})",
             f"partitions: <work>/parts-N where written, else {args.method} (replayed per machine count); "
-            f"{_cache_words(args)}, {_worker_words(args)}, concurrency 1, {costs.row_bytes} B feature rows, "
+            f"{_cache_words(args)}, {_worker_words(args, costs)}, concurrency 1, {costs.row_bytes} B feature rows, "
             f"{costs.wire_row_bytes or costs.row_bytes} B on the wire per fetched row ({args.remote_rows}); remote "
             f"calls cost {costs.lat * 1e3:.2f} ms each (empty-call latency measured here)",
             f"torch's huge pages for large tensors in {costs.huge_pages:.0%} of the calibration's ranks "
@@ -201,11 +201,16 @@ def _growth_words(costs: Costs) -> str:
     return f"memory: the peak's growth while training per row of a batch {figures} ({several})"
 
 
-def _worker_words(args) -> str:
-    if not args.num_workers:
+def _worker_words(args, costs: Costs) -> str:
+    w = costs.workers if args.num_workers else {}
+    if not w:
         return "no sampler workers"
-    return (f"{args.num_workers} sampler worker(s) a rank (one thread each, their one-thread costs and memory "
-            "measured with one worker a rank at 1 and 2 ranks; more peers scaled as without workers)")
+    kib = {k: v * 1024 for k, v in w.items() if k.endswith("_per_row")}
+    return (f"{args.num_workers} sampler worker(s) a rank (one thread each; measured with one worker a rank: "
+            f"{w['w_recv'] * 1e9:.0f} ns a row for the trainer to take a batch over, a worker's own memory "
+            f"{kib['worker1_per_row']:.2f} / {kib['worker_per_row']:.2f} KiB a row at 1 / 2 ranks, the trainer's "
+            f"growth beside it {kib['trainer1_per_row']:.2f} / {kib['trainer_per_row']:.2f}; from 3 ranks on the "
+            "trainer's scaled as without workers)")
 
 
 def _cache_words(args) -> str:
