@@ -255,3 +255,5 @@ def test_the_workers_cpu_per_batch_counts_the_batches_prefetched_past_a_cut_epoc
     assert cut.workers_cpu_per_batch() == pytest.approx(4.4 / 22) and whole.workers_cpu_per_batch() == 0.2
     assert merge([cut, whole]).workers_cpu_per_batch() == pytest.approx(8.4 / 42)
     assert Run(1, 1, {"wall_s": 1.0, "ranks": [rank]}, {}, 1.0).workers_cpu_per_batch() == 0.0
+    odd = Run(1, 1, {"wall_s": 1.0, "ranks": [rank]}, {"workers_cpu_s": ["x", 2.0], "workers_cpu_batches": "y"}, 1.0)
+    assert odd.workers_cpu_per_batch() == 2.0  # a hand-edited facts file: what is not a number is left out

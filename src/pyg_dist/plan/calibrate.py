@@ -103,8 +103,8 @@ class Run:
     def workers_cpu_batches(self) -> float:
         """The batches the workers' CPU seconds of the last epoch were spent on: the epoch's, and, when it was cut
         short (``--max-steps``), the two a worker prefetches beyond it (torch's ``prefetch_factor``)."""
-        if "workers_cpu_batches" in self.facts:
-            return float(self.facts["workers_cpu_batches"])
+        if "workers_cpu_batches" in self.facts:  # merged repeats (:func:`merge`)
+            return self.fact("workers_cpu_batches")
         batches = float(self.record["ranks"][0]["batches"])
         cut = self.fact("batches_per_epoch", batches) > batches
         return batches + (2 * self.fact("num_workers") if cut else 0.0)
