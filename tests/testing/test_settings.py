@@ -104,7 +104,7 @@ def test_every_variable_in_the_code_is_registered_and_every_registered_one_is_re
 def test_registry_is_sorted_unique_and_typed():
     names = [v.name for v in ENV_VARS]
     assert names == sorted(set(names))
-    assert len(ENV_VARS) == 16
+    assert len(ENV_VARS) == 17
     assert all(isinstance(v, EnvVar) for v in ENV_VARS)
 
 

@@ -75,7 +75,10 @@ def _train_rank(rank, world, directory, steps, hidden=16):
         opt.step()
         if ckpt.step():
             saved[ckpt.global_step] = {k: v.clone() for k, v in model.module.state_dict().items()}
-    dist.destroy_process_group()
+    # The group is left to the rank's exit (os._exit: no destructors). Destroyed here, the last reference to gloo's
+    # group goes with the DDP model when this frame ends, and its destructor joins gloo's worker threads while
+    # holding the GIL; a worker still releasing the last collective's Python tensors waits for the GIL: a deadlock
+    # (seen in 2 of 13 runs, py-spy: ~ProcessGroupGloo -> std::thread::join beside ~AsyncAllgatherWork).
     return {"resumed_from": ckpt.resumed_from and ckpt.resumed_from.name, "after": after, "saved": saved,
             "logs": keep.lines}
 

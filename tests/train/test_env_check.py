@@ -31,6 +31,7 @@ BAD = {
     "PYG_DIST_TRACEBACK": "yes",
     "PYG_DIST_TRANSPORT": "smoke-signals",
     "PYG_DIST_WIRE_PROTECTION": "rot13",
+    "PYG_DIST_WORLD_WARM": "lukewarm",
 }
 NAMES = [v.name for v in ENV_VARS]
 
@@ -82,7 +83,7 @@ def test_good_values_and_unset_pass(clean_env, tmp_path):
             "PYG_DIST_RPC_TRANSPORTS": "uv,shm", "PYG_DIST_SECRET_FILE": str(secret),
             "PYG_DIST_SERVE_BUDGET_MB": "16", "PYG_DIST_TENSORPIPE_TRANSPORTS": "uv", "PYG_DIST_TRACEBACK": "1",
             "PYG_DIST_TRANSPORT": "tensorpipe",
-            "PYG_DIST_WIRE_PROTECTION": "encrypt"}
+            "PYG_DIST_WIRE_PROTECTION": "encrypt", "PYG_DIST_WORLD_WARM": "0"}
     assert sorted(good) == sorted(NAMES)
     env_check.validate_env()                                        # all unset: the defaults
     for name, value in good.items():

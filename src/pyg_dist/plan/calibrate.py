@@ -223,8 +223,8 @@ def fit_workers(costs: Costs, one: Run, two: Run, c1: Counts, c2: Counts, sizes:
     lag, per row: taking it over) and 2 ranks (memory only: four processes on this machine's cores)."""
     from dataclasses import replace
     a, b = one.per_batch(), two.per_batch()
-    lag = max(a["sample"] + a["rows"] + a["assemble"] - a["step"], 0.0)  # the trainer idles while the worker lags
     timed = a["sample"] + a["rows"] + a["assemble"]
+    lag = max(timed - a["step"], 0.0)  # the trainer idles while the worker lags
     untimed = max(one.workers_cpu_per_batch() - timed, 0.0)  # the worker hands the batch over: its CPU beyond
     out = {"w_edge": a["sample"] / c1.edges, "w_row": a["rows"] / c1.rows,
            "w_asm": (a["assemble"] + untimed) / c1.rows,

@@ -21,11 +21,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from pyg_dist._alloc import launch_env
+from pyg_dist.envvars import read_flag
 from pyg_dist.errors import InvalidArgumentError, PyGDistError, check_positive_int
+from pyg_dist.testing.warm import start_rank
 
 _LOG_TAIL = 4000
 
@@ -112,7 +113,7 @@ def _rank_env(rank: int, world_size: int, ports: List[int], extra: Optional[Mapp
     return env
 
 
-def _kill_all(procs: Dict[int, subprocess.Popen]) -> None:
+def _kill_all(procs: Dict[int, Any]) -> None:
     for proc in procs.values():
         if proc.poll() is None:
             try:
@@ -126,7 +127,7 @@ def _kill_all(procs: Dict[int, subprocess.Popen]) -> None:
             pass
 
 
-def _outcome(rank: int, proc: subprocess.Popen, result_path: str):
+def _outcome(rank: int, proc: Any, result_path: str):
     """(ok, value_or_problem) for a finished rank."""
     try:
         with open(result_path, "rb") as fh:
@@ -142,7 +143,7 @@ def _outcome(rank: int, proc: subprocess.Popen, result_path: str):
 
 def spawn_world(world_size: int, fn: Callable[..., Any], *args: Any, timeout: float = 120.0,
                 env: Optional[Mapping[str, str]] = None, may_die: Iterable[int] = (),
-                log_dir: Optional[str] = None) -> List[Any]:
+                log_dir: Optional[str] = None, fresh: Optional[bool] = None) -> List[Any]:
     """Runs ``fn(rank, world_size, *args)`` in ``world_size`` fresh processes; returns their results.
 
     Args:
@@ -153,6 +154,9 @@ def spawn_world(world_size: int, fn: Callable[..., Any], *args: Any, timeout: fl
         env: Extra environment variables for every rank (override the defaults).
         may_die: Ranks allowed to die or fail (their result is ``None``); the others still must succeed.
         log_dir: Where the per-rank logs go (default: a temporary folder, removed on success).
+        fresh: Start every rank as a fresh interpreter. Default (``$PYG_DIST_WORLD_WARM``, on): fork the ranks
+            from a warm parent that has imported torch and torch_geometric (:mod:`.warm`) where ``env`` changes
+            no variable read at start-up; a fresh interpreter otherwise.
 
     Raises:
         RankFailedError: the first rank (not in ``may_die``) to fail, with traceback and log tail.
@@ -176,10 +180,13 @@ def spawn_world(world_size: int, fn: Callable[..., Any], *args: Any, timeout: fl
     logs: str = tempfile.mkdtemp(prefix="pyg_dist_world_") if log_dir is None else log_dir
     os.makedirs(logs, exist_ok=True)
     ports = _ports_apart(args)
-    procs: Dict[int, subprocess.Popen] = {}
+    warm = read_flag("PYG_DIST_WORLD_WARM", True) if fresh is None else not fresh
+    default_env = _rank_env(0, world_size, ports, None) if warm else None
+    procs: Dict[int, Any] = {}
     try:
         for rank in range(world_size):
-            procs[rank] = _start_rank(rank, world_size, fn, args, logs, _rank_env(rank, world_size, ports, env))
+            env_r = _rank_env(rank, world_size, ports, env)
+            procs[rank] = _start_rank(rank, world_size, (fn, args), logs, env_r, default_env)
         results = _supervise(procs, logs, timeout, may_die)
     finally:
         _kill_all(procs)
@@ -193,18 +200,27 @@ def _paths(log_dir: str, rank: int):
             os.path.join(log_dir, f"rank{rank}.log"))
 
 
-def _start_rank(rank: int, world_size: int, fn, args, log_dir: str, env: Dict[str, str]) -> subprocess.Popen:
+def _start_rank(rank: int, world_size: int, work: Tuple[Callable[..., Any], Tuple[Any, ...]], log_dir: str,
+                env: Dict[str, str], default_env: Optional[Dict[str, str]]) -> Any:
+    """A rank's process: forked from a warm parent when ``default_env`` is given and ``env`` allows it
+    (:func:`.warm.start_rank`), else a fresh interpreter."""
+    fn, args = work
     job, result, log = _paths(log_dir, rank)
     with open(job, "wb") as fh:
         pickle.dump((fn, rank, world_size, args, result), fh)
+    if default_env is not None:
+        open(log, "wb").close()
+        forked = start_rank(rank, job, log, env, default_env)
+        if forked is not None:
+            return forked
     with open(log, "wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-c", "import sys; from pyg_dist.testing.world import _rank_main; _rank_main(sys.argv[1])",
+            [sys.executable, "-c", "import sys; from pyg_dist.testing.rank import rank_main; rank_main(sys.argv[1])",
              job], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
             start_new_session=True)
 
 
-def _supervise(procs: Dict[int, subprocess.Popen], log_dir: str, timeout: float, may_die: set) -> List[Any]:
+def _supervise(procs: Dict[int, Any], log_dir: str, timeout: float, may_die: set) -> List[Any]:
     deadline = time.monotonic() + timeout
     results: Dict[int, Any] = {}
     while len(results) < len(procs):
@@ -223,38 +239,3 @@ def _supervise(procs: Dict[int, subprocess.Popen], log_dir: str, timeout: float,
             raise WorldTimeoutError(timeout, pending, {r: _tail(_paths(log_dir, r)[2]) for r in pending})
         time.sleep(0.05)
     return [results[r] for r in sorted(procs)]
-
-
-def _die_with_parent() -> None:
-    """Linux: ask the kernel to SIGKILL this process if its parent (the test) dies."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-def _rank_main(job_path: str) -> None:
-    """Entry point of a spawned rank (see :func:`spawn_world`)."""
-    _die_with_parent()
-    with open(job_path, "rb") as fh:
-        fn, rank, world_size, args, result_path = pickle.load(fh)
-    try:
-        outcome = ("ok", fn(rank, world_size, *args))
-    except BaseException:  # noqa: BLE001 -- reported to the parent with the traceback
-        outcome = ("error", traceback.format_exc())
-        traceback.print_exc()
-    tmp = result_path + ".tmp"
-    try:
-        with open(tmp, "wb") as fh:
-            pickle.dump(outcome, fh)
-    except Exception:  # noqa: BLE001 -- an unpicklable result is a failure of the rank
-        outcome = ("error", f"result of rank {rank} is not picklable:\n{traceback.format_exc()}")
-        with open(tmp, "wb") as fh:
-            pickle.dump(outcome, fh)
-    os.replace(tmp, result_path)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0 if outcome[0] == "ok" else 1)

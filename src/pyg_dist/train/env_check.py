@@ -97,6 +97,7 @@ READERS: Dict[str, Callable[[], object]] = {
     "PYG_DIST_TRACEBACK": lambda: read_choice("PYG_DIST_TRACEBACK", ("0", "1"), "0"),
     "PYG_DIST_TRANSPORT": _transport,
     "PYG_DIST_WIRE_PROTECTION": _wire,
+    "PYG_DIST_WORLD_WARM": lambda: read_flag("PYG_DIST_WORLD_WARM", True),
 }
 
 
