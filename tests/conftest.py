@@ -1,6 +1,16 @@
 """Suite-wide set-up: compile (or load) numba's kernel cache once in the main process, so spawned
-ranks and DataLoader workers load it instead of all compiling it at the same time on a cold clone."""
+ranks and DataLoader workers load it instead of all compiling it at the same time on a cold clone; under
+pytest-xdist the controller compiles it before its test processes start."""
 import pytest
+
+
+def pytest_configure(config):
+    """pytest-xdist's controller (``-n N``, not a test process itself) fills numba's cache before it starts the
+    test processes, which then load it (each also runs ``_warm_numba_cache``)."""
+    if getattr(config, "workerinput", None) is None and config.pluginmanager.hasplugin("xdist") \
+            and config.getoption("numprocesses", None):
+        from pyg_dist.ops import warmup
+        warmup()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -8,6 +18,19 @@ def _warm_numba_cache():
     from pyg_dist.ops import warmup
     warmup()
     yield
+
+
+@pytest.fixture(autouse=True)
+def _restore_environment():
+    """Each test leaves the process environment as it found it. pyg_dist hands variables down to the processes it
+    starts (``GLOO_SOCKET_IFNAME``, ``MASTER_ADDR``, ...: ``envvars.hand_down``), so a test that joins a world in
+    this process would otherwise pass them on to every later test's jobs, which copy ``os.environ``."""
+    import os
+    saved = dict(os.environ)
+    yield
+    if dict(os.environ) != saved:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def _required_modules() -> set:

@@ -1,7 +1,8 @@
-"""A port poller against a starting job (issue 52): it watches for new listeners on the machine and opens 70 idle
-connections to each from the first moment it sees one, needing neither the store nor a secret. The job (2 trainers,
-2 sampler workers each: every process has its own ``sockets`` listener, dialled while the flood holds its
-handshake slots) trains to the end with exit status 0 and its usual accuracy."""
+"""A port poller against a starting job (issue 52): it watches for new listeners of the job's processes (torchrun
+and everything below it; other tests may run beside this one) and opens 70 idle connections to each from the first
+moment it sees one, needing neither the store nor a secret. The job (2 trainers, 2 sampler workers each: every
+process has its own ``sockets`` listener, dialled while the flood holds its handshake slots) trains to the end with
+exit status 0 and its usual accuracy."""
 from __future__ import annotations
 
 import os
@@ -22,23 +23,31 @@ from pyg_dist.testing import free_port
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "distributed"
 
 
-def _listeners() -> set:
-    """Every TCP port listening on 127.0.0.1 on this machine (``/proc/net/tcp``)."""
+def _listeners(root: int) -> set:
+    """The TCP ports on 127.0.0.1 that process ``root`` or any process below it listens on (psutil): the job's,
+    not those of other tests running beside this one (pytest-xdist)."""
+    import psutil
     ports = set()
-    with open("/proc/net/tcp") as fh:
-        for line in fh.readlines()[1:]:
-            local, state = line.split()[1], line.split()[3]
-            addr, port = local.split(":")
-            if state == "0A" and addr == "0100007F":
-                ports.add(int(port, 16))
+    try:
+        procs = [psutil.Process(root)]
+        procs += procs[0].children(recursive=True)
+    except psutil.NoSuchProcess:
+        return ports
+    for proc in procs:
+        try:
+            conns = proc.net_connections(kind="tcp4")
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        ports.update(c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN and c.laddr.ip == "127.0.0.1")
     return ports
 
 
 class Poller:
-    """Opens ``per_listener`` idle connections to every listener that appears after it started, and holds them."""
+    """Opens ``per_listener`` idle connections to every listener of process ``root``'s tree, from the moment it
+    appears, and holds them."""
 
-    def __init__(self, per_listener: int = 70):
-        self.per_listener, self.seen = per_listener, _listeners()
+    def __init__(self, root: int, per_listener: int = 70):
+        self.root, self.per_listener, self.seen = root, per_listener, set()
         self.flooded: list = []
         self.held: list = []
         self.stop = threading.Event()
@@ -46,7 +55,7 @@ class Poller:
 
     def _run(self) -> None:
         while not self.stop.is_set():
-            for port in sorted(_listeners() - self.seen):
+            for port in sorted(_listeners(self.root) - self.seen):
                 self.seen.add(port)
                 opened = 0
                 for _ in range(self.per_listener):
@@ -80,11 +89,15 @@ def test_a_job_trains_to_the_end_through_a_port_poller(tmp_path):
            "--master-addr=127.0.0.1", f"--master-port={port}", str(EXAMPLES / "node_classification.py"),
            "--partition-dir", str(tmp_path / "p2"), "--epochs", "2", "--batch-size", "64", "--num-neighbors", "5,5",
            "--num-workers", "2", "--quiet"]
-    with Poller(70) as poller:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=env)
-    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-5000:])
-    acc = float(re.search(r"test_acc=([0-9.]+)", proc.stdout).group(1))
-    assert acc > 0.4, proc.stdout[-2000:]                    # 8 classes: chance 0.125 (0.6-0.9 without a flood)
+    job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    with Poller(job.pid, 70) as poller:
+        try:
+            out, err = job.communicate(timeout=400)
+        finally:
+            job.kill()
+    assert job.returncode == 0, (out[-3000:], err[-5000:])
+    acc = float(re.search(r"test_acc=([0-9.]+)", out).group(1))
+    assert acc > 0.4, out[-2000:]                    # 8 classes: chance 0.125 (0.6-0.9 without a flood)
     full = [p for p, n in poller.flooded if n == 70]
     # torchrun's store, 2 trainers' gloo and sockets listeners, 4 sampler workers' (2 loaders: train and eval)
     assert len(full) >= 6, poller.flooded
