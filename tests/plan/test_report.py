@@ -82,3 +82,12 @@ def test_memory_per_machine_says_which_rows_fit_and_the_fewest_machines():
     text = report.table(rows, 2, SimpleNamespace(memory_gb=4.0))
     assert "| RSS/machine GiB | fits 4 GiB |" in text.splitlines()[0] and "| 6.0 | **no** |" in text
     assert "fits" not in report.table(rows, 2, SimpleNamespace(memory_gb=None))
+
+
+def test_the_notes_say_when_a_machines_processes_outnumber_its_cores():
+    """Ranks and their sampler workers beyond the cores: the plan says the switching between them is not charged."""
+    crowded = SimpleNamespace(ranks_per_machine=2, num_workers=3)
+    (line,) = report._crowding_words(crowded, 2)
+    assert line.startswith("8 processes a machine on 2 cores") and "22 % slower" in line
+    assert report._crowding_words(crowded, 8) == []                      # 8 processes, 8 cores
+    assert report._crowding_words(SimpleNamespace(ranks_per_machine=1, num_workers=0), 1) == []

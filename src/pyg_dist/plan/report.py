@@ -187,7 +187,17 @@ def assumptions(args, cores: int, costs: Costs) -> List[str]:
             f"calls cost {costs.lat * 1e3:.2f} ms each (empty-call latency measured here)",
             f"torch's huge pages for large tensors in {costs.huge_pages:.0%} of the calibration's ranks "
             "(THP_MEM_ALLOC_ENABLE=1 at launch; without them a batch costs up to 1.6x the CPU)",
-            _growth_words(costs)]
+            _growth_words(costs)] + _crowding_words(args, cores)
+
+
+def _crowding_words(args, cores: int) -> List[str]:
+    """A line where a machine's processes (its ranks, each with its sampler workers) outnumber its cores."""
+    procs = args.ranks_per_machine * (1 + args.num_workers)
+    if procs <= cores:
+        return []
+    return [f"{procs} processes a machine on {cores} cores: the model shares the cores' time among them but charges "
+            "nothing for switching between them (checked on 2 cores: 8 processes ran 22 % slower than predicted, "
+            "4 within 10 %)"]
 
 
 def _growth_words(costs: Costs) -> str:
