@@ -285,15 +285,16 @@ def _junk(fault: str, log: Path, procs, bound: float, rpc_port: int):
     t0 = time.monotonic()
     send_junk(log, pids, fault, rpc_port)
     ended = watch(pids, procs, t0, JUNK_WATCH)
-    if ended["job"] is None and all(ended[f"rank {r}"] is None for r in (0, 1)):
-        ended = watch(pids, procs, t0, JUNK_WATCH + JUNK_END)  # alive: let it train to its end
+    if ended["job"] is None:  # alive: let it train to its end; ending (a rank gone, its own end or not): time it
+        alive = all(ended[f"rank {r}"] is None for r in (0, 1))
+        limit = JUNK_WATCH + JUNK_END if alive else bound + 60
+        ended.update({k: v for k, v in watch(pids, procs, t0, limit).items() if ended[k] is None})
     rcs = [p.poll() for p in procs]
     grew = {r: len((log / f"rank{r}_a0.txt").read_text().splitlines()) - before[r] for r in (0, 1)}
     if rcs and all(rc == 0 for rc in rcs):
         return {}, f"trains on to the end: exit 0 ({grew[0]} / {grew[1]} steps after the junk)"
     if ended["job"] is None and all(ended[f"rank {r}"] is None for r in (0, 1)):
         return {}, f"still training {JUNK_WATCH + JUNK_END:g} s after the junk ({grew[0]} / {grew[1]} steps)"
-    ended.update({k: v for k, v in watch(pids, procs, t0, bound + 60).items() if ended[k] is None})
     return ended, ""
 
 
