@@ -190,8 +190,42 @@ def leftovers(marker: str, shm_before: set) -> tuple:
             p.kill()
         except psutil.NoSuchProcess:
             pass
-    shm = set(os.listdir("/dev/shm")) - shm_before if os.path.isdir("/dev/shm") else set()
-    return len(left), len(shm)
+    return len(left), len(_left_in_shm(shm_before))
+
+
+def _shm_names() -> set:
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+def _held_in_shm() -> set:
+    """``/dev/shm`` names some live process still maps or holds open (another test's, not a leak of the job)."""
+    held = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            held.update(line.split("/dev/shm/", 1)[1].split()[0] for line in
+                        (proc / "maps").read_text().splitlines() if "/dev/shm/" in line)
+            for fd in (proc / "fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("/dev/shm/"):
+                    held.add(target[len("/dev/shm/"):].split()[0])
+        except OSError:  # the process ended while read, or is not ours to read
+            continue
+    return held
+
+
+def _left_in_shm(before: set, settle: float = 2.0) -> set:
+    """Entries made since ``before`` that outlast ``settle`` seconds and no live process holds.
+
+    The job's processes are gone when this runs, so an entry still held belongs to whoever else runs on the
+    machine (the other test process); an entry made and unlinked by them in passing does not outlast the settle.
+    """
+    new = _shm_names() - before
+    if new:
+        time.sleep(settle)
+        new &= _shm_names()
+    return new - _held_in_shm()
 
 
 def error_lines(log: Path, agents: int) -> dict:
@@ -209,7 +243,7 @@ def run_row(name: str, folder: Path, work: Path, bound: float, transport: str = 
     if fault.endswith(":rpc"):
         fault = fault[:-3] + (transport or _default_transport())
     log = work / f"log_{name}{'_' + transport if transport else ''}"
-    shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    shm_before = _shm_names()
     rpc_port, blocker = free_port(), None
     if fault == "port":
         blocker = socket.socket()

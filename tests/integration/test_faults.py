@@ -87,3 +87,28 @@ def test_junk_on_a_sockets_listener_and_the_job_trains_on_to_exit_0(setup, row):
     steps = [int(n) for n in re.findall(r"(\d+) / (\d+) steps", out["result"])[0]]
     assert min(steps) > 100 and out["rc"] == [0], out
     assert out["orphans"] == 0 and out["shm"] == 0, out
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm on this machine")
+def test_shm_left_behind_counts_only_what_no_live_process_holds():
+    """The fault rows share the machine with another test process: an entry that process still holds, or
+    makes and unlinks in passing, is not the job's leftover; an entry nobody holds that outlasts the settle is."""
+    import subprocess
+    import sys
+    import uuid
+    bench = _bench()
+    before = bench._shm_names()
+    leaked, held = f"pyg_dist_test_{uuid.uuid4().hex}", f"pyg_dist_test_{uuid.uuid4().hex}"
+    Path("/dev/shm", leaked).write_bytes(b"x")
+    holder = subprocess.Popen([sys.executable, "-c", f"f = open('/dev/shm/{held}', 'w'); import time; "
+                               "print('ready', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        assert bench._left_in_shm(before, settle=0.2) == {leaked}
+        holder.kill()
+        holder.wait()
+        assert bench._left_in_shm(before, settle=0.2) == {leaked, held}   # its holder is gone: now a leak
+    finally:
+        holder.kill()
+        for name in (leaked, held):
+            Path("/dev/shm", name).unlink(missing_ok=True)
