@@ -54,6 +54,9 @@ def test_plan_calibrates_predicts_and_checks(tmp_path):
     assert set(doc["costs"]["workers"]) == set(WORKER_COSTS) and doc["costs"]["workers"]["w_row"] > 0
     assert any("1 sampler worker(s) a rank (one thread each; measured with one worker a rank" in line
                for line in doc["assumptions"])
+    assert doc["costs"]["gpu"] == 0.0 and any(line.startswith("CPU machines") for line in doc["assumptions"])
+    said = [json.loads(f.read_text()) for f in work.glob("cal_*.job.json")]  # each run said where it trained
+    assert said and all(f["gpu"] == [0.0] * f["world_size"] for f in said)
 
     again = _plan(*SMALL, "--work", str(work), "--costs", str(work / "costs.json"), "--memory-gb", "64",
                   "--json", "-", timeout=300)
@@ -90,8 +93,13 @@ def test_plan_calibrates_predicts_and_checks(tmp_path):
                                          (["--check", "--check-rows", "2@x"], "--check-rows"),
                                          (["--check", "--check-rows", "0"], "--check-rows"),
                                          (["--num-workers", "-1"], "--num-workers"),
-                                         (["--memory-gb", "0"], "--memory-gb")])
+                                         (["--memory-gb", "0"], "--memory-gb"),
+                                         (["--gpu"], "--gpu")])
 def test_plan_names_the_bad_argument(tmp_path, args, named):
+    if args == ["--gpu"]:
+        import torch
+        if torch.cuda.is_available():
+            pytest.skip("this machine has a GPU: --gpu calibrates on it")
     proc = _plan(*SMALL, "--work", str(tmp_path), *args, timeout=120)
     assert proc.returncode == 2 and named in proc.stderr and "Traceback" not in proc.stderr
 
@@ -108,3 +116,21 @@ def test_plan_names_an_unreadable_graph_or_costs_file(tmp_path):
     proc = _plan(*SMALL, "--work", str(tmp_path), "--costs", str(tmp_path / "plain.json"), "--num-workers", "1",
                  timeout=120)
     assert proc.returncode == 2 and "--costs" in proc.stderr and "--num-workers" in proc.stderr, proc.stderr
+    proc = _plan(*SMALL, "--work", str(tmp_path), "--costs", str(tmp_path / "plain.json"), "--gpu", timeout=120)
+    assert proc.returncode == 2 and "--costs" in proc.stderr and "--gpu" in proc.stderr, proc.stderr
+
+
+def test_plan_for_gpu_machines_needs_costs_calibrated_on_a_gpu(tmp_path):
+    """Costs whose calibration trained on a GPU plan GPU machines (``--gpu``) and say so; without ``--gpu`` they
+    are refused, as CPU costs are refused for GPU machines (the step is measured, not modelled, on either)."""
+    from pyg_dist.plan.model import Costs
+    gpu = Costs(u_edge=1e-6, u_row=1e-6, u_asm=1e-7, u_step=1e-7, u_other=0.0, train_seeds=100, gpu=1.0)
+    (tmp_path / "gpu.json").write_text(json.dumps(gpu.as_dict()))
+    proc = _plan(*SMALL, "--work", str(tmp_path), "--costs", str(tmp_path / "gpu.json"), timeout=120)
+    assert proc.returncode == 2 and "--costs" in proc.stderr and "add --gpu" in proc.stderr, proc.stderr
+    proc = _plan(*SMALL, "--work", str(tmp_path), "--costs", str(tmp_path / "gpu.json"), "--gpu", "--json", "-",
+                 timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert any(line.startswith("GPU machines, one GPU a rank: the job trained on a GPU in 100% of the calibration")
+               for line in doc["assumptions"])

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from pyg_dist.plan.calibrate import Run, fit, folder_bytes, merge
+from pyg_dist.plan.calibrate import Run, fit, folder_bytes, job_env, merge
 from pyg_dist.plan.model import Machines, predict
 from pyg_dist.plan.replay import Counts
 
@@ -257,3 +257,22 @@ def test_the_workers_cpu_per_batch_counts_the_batches_prefetched_past_a_cut_epoc
     assert Run(1, 1, {"wall_s": 1.0, "ranks": [rank]}, {}, 1.0).workers_cpu_per_batch() == 0.0
     odd = Run(1, 1, {"wall_s": 1.0, "ranks": [rank]}, {"workers_cpu_s": ["x", 2.0], "workers_cpu_batches": "y"}, 1.0)
     assert odd.workers_cpu_per_batch() == 2.0  # a hand-edited facts file: what is not a number is left out
+
+
+def test_the_costs_say_how_many_calibration_ranks_trained_on_a_gpu():
+    one, one_two, two = _runs()
+    assert fit(one, one_two, two, C1, C2, SIZES).gpu == 0.0            # jobs that did not say: the GPUs hidden
+    one.facts["gpu"], one_two.facts["gpu"], two.facts["gpu"] = [1.0], [1.0], [1.0, 0.0]
+    assert fit(one, one_two, two, C1, C2, SIZES).gpu == pytest.approx(3 / 4)
+    two.facts["gpu"] = "yes"                                           # not the job's list: left out
+    assert fit(one, one_two, two, C1, C2, SIZES).gpu == 1.0
+
+
+def test_the_job_sees_the_gpus_only_when_its_arguments_put_it_on_one(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert job_env(2, ["--hidden", "16"])["CUDA_VISIBLE_DEVICES"] == ""
+    assert job_env(2, ["--device", "cpu"])["CUDA_VISIBLE_DEVICES"] == ""
+    env = job_env(3, ["--hidden", "16", "--device", "cuda"])
+    assert "CUDA_VISIBLE_DEVICES" not in env
+    assert env["OMP_NUM_THREADS"] == "3"
+    assert job_env(1, ["--device"])["CUDA_VISIBLE_DEVICES"] == ""      # a flag without its value: hidden

@@ -143,7 +143,7 @@ def run_job(folder: Path, ranks: int, threads: int, record: Path, job_args: Sequ
            "--epochs", str(epochs), "--max-steps", str(steps), "--warmup-steps", str(warmup), *job_args]
     if link_gbps:
         cmd += ["--link-gbps", str(link_gbps)]
-    env = dict(launch_env(), OMP_NUM_THREADS=str(threads), CUDA_VISIBLE_DEVICES="")  # huge pages from the start
+    env = job_env(threads, job_args)
     start = time.perf_counter()
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
@@ -158,6 +158,18 @@ def run_job(folder: Path, ranks: int, threads: int, record: Path, job_args: Sequ
         rate = last["wall_s"] / max(last["ranks"][0]["batches"], 1)
         cold = max(first["wall_s"] - rate * first["ranks"][0]["batches"], 0.0)
     return Run(ranks, threads, last, facts, time.perf_counter() - start, link_gbps, cold)
+
+
+def job_env(threads: int, job_args: Sequence[str]) -> Dict[str, str]:
+    """The job's environment: ``threads`` OpenMP threads, torch's huge pages from the start
+    (:func:`~pyg_dist._alloc.launch_env`), and the GPUs hidden unless the job's own arguments say ``--device
+    cuda`` (``pyg-dist-plan --gpu``): a job planned for CPU machines never lands on this machine's GPU."""
+    args = list(job_args)
+    on_gpu = any(a == "--device" and args[i + 1:i + 2] == ["cuda"] for i, a in enumerate(args))
+    env = dict(launch_env(), OMP_NUM_THREADS=str(threads))
+    if not on_gpu:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
 
 
 def _read_outputs(record: Path):
@@ -207,6 +219,7 @@ def fit(one: Run, one_two: Optional[Run], two: Run, c1: Counts, c2: Counts, size
                   train_seeds=int(one.facts["train_seeds"]),
                   params=int(one.facts["params"]), cold_s=(one.cold_s + two.cold_s) / 2,
                   huge_pages=huge_pages_share([r for r in (one, one_two, two) if r is not None]),
+                  gpu=gpu_share([r for r in (one, one_two, two) if r is not None]),
                   node_bytes=sizes["node_bytes"], edge_bytes=sizes["edge_bytes"])
     costs.h_edge = max(b["sample"] - costs.u_edge * c2.edges - lat * c2.hop_calls, 0.0) / max(e_rem, 1.0)
     costs.h_row = max(b["rows"] - costs.u_row * c2.rows - lat * c2.row_calls, 0.0) / max(r_rem, 1.0)
@@ -277,6 +290,13 @@ def fit_rss(costs: Costs, a: Dict[str, float], b: Dict[str, float], c1: Counts, 
     costs.rss_train1_mb, costs.rss_train_mb = a["rss_mb"] - a["open_rss_mb"], b["rss_mb"] - b["open_rss_mb"]
 
 
+def gpu_share(runs: List[Run]) -> float:
+    """The share of the runs' ranks that trained on a GPU (0.0 where the job did not say: it hid them)."""
+    lists = [r.facts.get("gpu") for r in runs]
+    ranks = [g for values in lists if isinstance(values, list) for g in values if isinstance(g, (int, float))]
+    return sum(1.0 for g in ranks if g > 0) / len(ranks) if ranks else 0.0
+
+
 def huge_pages_share(runs: List[Run]) -> float:
     """The share of the runs' ranks where torch used huge pages (1.0 where the job did not say)."""
     ranks = sum(r.ranks for r in runs)
@@ -329,5 +349,5 @@ def calibrate(folders: Dict[int, Path], counts: Dict[int, Counts], work: Path, j
     return costs
 
 
-__all__ = ["PARTS", "JobFailedError", "Run", "run_job", "folder_bytes", "fit", "fit_workers", "growth_mb", "merge",
-           "calibrate"]
+__all__ = ["PARTS", "JobFailedError", "Run", "run_job", "job_env", "gpu_share", "folder_bytes", "fit", "fit_workers",
+           "growth_mb", "merge", "calibrate"]

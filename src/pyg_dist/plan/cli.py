@@ -47,6 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--ranks-per-machine", type=int, default=1, help="training processes on each machine")
     m.add_argument("--cores", type=int, default=None, help="cores per machine (default: this machine's)")
     m.add_argument("--link-gbps", type=float, default=10.0, help="the network between machines")
+    m.add_argument("--gpu", action="store_true",
+                   help="the machines train on a GPU a rank: the calibration and the checks run the job on this "
+                        "machine's GPU (cuda:LOCAL_RANK), so plan GPU machines from a calibration on one (default: "
+                        "CPU machines; the job never sees a GPU)")
     m.add_argument("--memory-gb", type=float, default=None,
                    help="memory per machine, GiB: each row says whether its ranks fit, and the fewest that do")
     r = p.add_argument_group("the run")
@@ -87,6 +91,12 @@ def _validate(args) -> None:
         raise InvalidArgumentError("pyg-dist-plan", "--memory-gb", args.memory_gb, "> 0 (GiB a machine)")
     if not args.link_gbps > 0:
         raise InvalidArgumentError("pyg-dist-plan", "--link-gbps", args.link_gbps, "> 0")
+    if args.gpu and (args.check or not args.costs):
+        import torch
+        if not torch.cuda.is_available():
+            raise InvalidArgumentError("pyg-dist-plan", "--gpu", True, "a machine with a GPU to run the job on (torch "
+                                       "sees no CUDA device here), or --costs from a calibration with --gpu and no "
+                                       "--check")
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -58,6 +58,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--remote-rows", choices=["exact", "int8"], default="exact", help="TrainConfig.remote_rows")
     p.add_argument("--num-workers", type=int, default=0,
                    help="sampler workers per rank (TrainConfig.num_workers; they sample, fetch and serve)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="TrainConfig.device: cuda puts the model and the batches on the rank's GPU (cuda:LOCAL_RANK)")
     p.add_argument("--seed", type=int, default=0)
     return p
 
@@ -144,7 +146,7 @@ def workers_cpu_s() -> float:
 
 #: The job's facts kept per rank (lists by rank in ``<record>.job.json``; :func:`_write_facts`).
 PER_RANK = ("open_rss_mb", "open_anon_mb", "end_file_mb", "cache_rows", "workers_mb", "workers_file_mb",
-            "workers_cpu_s")
+            "workers_cpu_s", "gpu")
 
 
 def _write_facts(env, args, loader, model, latency: float, opened: Dict[str, float]) -> None:
@@ -152,7 +154,8 @@ def _write_facts(env, args, loader, model, latency: float, opened: Dict[str, flo
     (lists by rank, :data:`PER_RANK`): the RSS at the first batch (``open_rss_mb``, its own part
     ``open_anon_mb``), the mapped files' pages after training (``end_file_mb``), the feature cache's rows
     (``cache_rows``), what its sampler workers hold (``workers_mb``, ``workers_file_mb``:
-    :func:`worker_memory_mb`) and their CPU seconds in the last epoch (``workers_cpu_s``)."""
+    :func:`worker_memory_mb`), their CPU seconds in the last epoch (``workers_cpu_s``) and whether it trained on a
+    GPU (``gpu``: 1.0 or 0.0)."""
     from pyg_dist._alloc import huge_pages_in_effect
     from pyg_dist.train.session import all_sum
     from pyg_dist.train.stages import rss_parts_mb
@@ -162,7 +165,8 @@ def _write_facts(env, args, loader, model, latency: float, opened: Dict[str, flo
     own, file = worker_memory_mb(opened["anon"]) if args.num_workers else (0.0, 0.0)
     values = {"open_rss_mb": opened["rss"], "open_anon_mb": opened["anon"], "end_file_mb": rss_parts_mb()["file"],
               "cache_rows": float(sum(e.ids.numel() for e in cache.entries.values())) if cache is not None else 0.0,
-              "workers_mb": own, "workers_file_mb": file, "workers_cpu_s": opened.get("workers_cpu_s", 0.0)}
+              "workers_mb": own, "workers_file_mb": file, "workers_cpu_s": opened.get("workers_cpu_s", 0.0),
+              "gpu": float(env.device.type == "cuda")}
     mine = [0.0] * (2 + len(PER_RANK) * w)
     mine[0], mine[1] = float(mask.sum()), float(huge_pages_in_effect())
     for i, key in enumerate(PER_RANK):
@@ -217,7 +221,7 @@ def main(argv: Optional[Sequence[str]] = None) -> float:
     torch.manual_seed(args.seed)
     register_callee(ECHO_OP, lambda msg: msg, replace=True)  # before the session: peers may call at once
     config = TrainConfig(args.partition_dir, cache_ratio=args.cache_ratio, remote_rows=args.remote_rows,
-                         num_workers=args.num_workers)
+                         num_workers=args.num_workers, device=args.device)
     with dist_session(config) as env:
         workers = {"num_workers": args.num_workers}
         if args.link_gbps and args.num_workers:  # the workers serve: each waits on its own link

@@ -103,6 +103,7 @@ class Costs:
     graph_edges: int = 0
     huge_pages: float = 1.0  # the share of the calibration's ranks where torch used huge pages (:mod:`pyg_dist._alloc`)
     wire_row_bytes: int = 0  # bytes a fetched row puts on the wire (0: row_bytes)
+    gpu: float = 0.0  # the share of the calibration's ranks that trained on a GPU (pyg-dist-plan --gpu)
     workers: Dict[str, float] = field(default_factory=dict)  # the sampler workers' costs (:data:`WORKER_COSTS`)
 
     @classmethod

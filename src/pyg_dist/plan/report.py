@@ -77,7 +77,8 @@ def job_args(args, calibration: bool = False) -> List[str]:
     ratio = ["--cache-ratio", str(args.cache_ratio)] if args.cache_ratio and not calibration else []
     workers = ["--num-workers", str(args.num_workers)] if args.num_workers and not calibration else []
     return ["--num-neighbors", ",".join(map(str, args.num_neighbors)), "--batch-size", str(args.batch_size),
-            "--hidden", str(args.hidden), "--remote-rows", args.remote_rows, *ratio, *workers]
+            "--hidden", str(args.hidden), "--remote-rows", args.remote_rows, *ratio, *workers,
+            "--device", "cuda" if getattr(args, "gpu", False) else "cpu"]
 
 
 def all_counts(args, graph, parts: List[int], say) -> Dict[int, Counts]:
@@ -113,6 +114,11 @@ def get_costs(args, counts, cores: int, say, graph) -> Costs:
         if args.num_workers and not costs.workers:
             raise InvalidArgumentError("pyg-dist-plan", "--costs", args.costs, "costs calibrated with --num-workers "
                                        "for a plan with sampler workers (these hold none of their terms)")
+        if bool(args.gpu) != (costs.gpu > 0):
+            raise InvalidArgumentError("pyg-dist-plan", "--costs", args.costs, (
+                "costs calibrated on a GPU (pyg-dist-plan --gpu on a machine with one) for a plan of GPU machines"
+                if args.gpu else "costs calibrated without a GPU for a plan of CPU machines (these were measured "
+                f"with {costs.gpu:.0%} of the ranks on a GPU: add --gpu)"))
         return costs.for_graph(*graph)
     t = time.perf_counter()
     folders = {n: folder(args, n, say) for n in cal.PARTS}
@@ -187,7 +193,14 @@ def assumptions(args, cores: int, costs: Costs) -> List[str]:
             f"calls cost {costs.lat * 1e3:.2f} ms each (empty-call latency measured here)",
             f"torch's huge pages for large tensors in {costs.huge_pages:.0%} of the calibration's ranks "
             "(THP_MEM_ALLOC_ENABLE=1 at launch; without them a batch costs up to 1.6x the CPU)",
-            _growth_words(costs)] + _crowding_words(args, cores)
+            _growth_words(costs), _device_words(costs)] + _crowding_words(args, cores)
+
+
+def _device_words(costs: Costs) -> str:
+    if not costs.gpu:
+        return "CPU machines: the job trained on the CPU (the calibration hid the GPUs)"
+    return (f"GPU machines, one GPU a rank: the job trained on a GPU in {costs.gpu:.0%} of the calibration's ranks "
+            "(model step and device copies measured there, not modelled; ranks sharing a GPU are not modelled)")
 
 
 def _crowding_words(args, cores: int) -> List[str]:
