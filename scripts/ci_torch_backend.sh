@@ -31,8 +31,8 @@ TESTS=(
 rm -rf "$VENV"
 python -m venv "$VENV"
 . "$VENV/bin/activate"
-pip install -q torch==2.13.0
-pip install -q -e ".[test]"
+pip install -q --no-compile torch==2.13.0   # no .pyc for every file: Python compiles what it imports
+pip install -q --no-compile -e ".[test]"
 pip uninstall -y -q numba llvmlite
 if python -c "import numba" 2>/dev/null; then
     echo "ci_torch_backend: numba is still importable in $VENV" >&2
