@@ -5,8 +5,12 @@
 # out). Prints every test that ran. Extra arguments go to pytest.
 #
 #   scripts/ci_torch_backend.sh            # about 1.5 minutes on 2 cores, plus the venv install
+#   scripts/ci_torch_backend.sh prepare    # only the venv (.ci/run builds it while its checks run)
+#   scripts/ci_torch_backend.sh test       # only the tests, in the venv prepare built
 set -euo pipefail
 cd "$(dirname "$0")/.."
+STEP=both
+case "${1:-}" in prepare|test) STEP=$1; shift ;; esac
 
 VENV=.venv-torch
 TESTS=(
@@ -28,12 +32,16 @@ TESTS=(
     tests/embedding/test_embedding_world.py      # sparse optimizers' torch update path vs torch.optim
 )
 
-rm -rf "$VENV"
-python -m venv "$VENV"
+if [ "$STEP" != test ]; then
+    rm -rf "$VENV"
+    python -m venv "$VENV"
+    "$VENV/bin/pip" install -q --no-compile torch==2.13.0   # no .pyc for every file: Python compiles what it imports
+    "$VENV/bin/pip" install -q --no-compile -e ".[test]"
+    "$VENV/bin/pip" uninstall -y -q numba llvmlite
+fi
+[ "$STEP" = prepare ] && { echo "ci_torch_backend: $VENV prepared"; exit 0; }
+[ -x "$VENV/bin/python" ] || { echo "ci_torch_backend: no $VENV: run '$0 prepare' first" >&2; exit 1; }
 . "$VENV/bin/activate"
-pip install -q --no-compile torch==2.13.0   # no .pyc for every file: Python compiles what it imports
-pip install -q --no-compile -e ".[test]"
-pip uninstall -y -q numba llvmlite
 if python -c "import numba" 2>/dev/null; then
     echo "ci_torch_backend: numba is still importable in $VENV" >&2
     exit 1

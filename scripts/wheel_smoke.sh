@@ -4,6 +4,8 @@
 #
 #   bash scripts/wheel_smoke.sh            # uses a temporary folder, removed at the end
 #   KEEP=1 bash scripts/wheel_smoke.sh     # keeps it (its path is printed) to look at dist/ and the venv
+#   WHEEL_WORK=DIR bash scripts/wheel_smoke.sh prepare   # only build and install, into DIR (.ci/run does this
+#   WHEEL_WORK=DIR bash scripts/wheel_smoke.sh test      # while its checks run), then only the checks; DIR is kept
 #
 # Checks: `pyg-dist-partition --version` and `pyg-dist-warmup --version` print the package's version; the
 # package is imported from the venv's site-packages (never from src/); `pyg-dist-warmup` with an empty
@@ -12,22 +14,34 @@
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python3}
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/pyg_dist_wheel.XXXXXX")
-[ -n "${KEEP:-}" ] && echo "wheel_smoke: working in $WORK" || trap 'rm -rf "$WORK"' EXIT
+STEP=${1:-both}
+case "$STEP" in prepare|test|both) ;; *) echo "usage: $0 [prepare|test]" >&2; exit 2 ;; esac
 say() { echo "wheel_smoke: $*"; }
-
-say "building sdist and wheel"
-"$PY" -m pip install -q build
-"$PY" -m build -q --outdir "$WORK/dist" "$REPO" > "$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; exit 1; }
-ls -l "$WORK/dist"
-WHEEL=$(ls "$WORK"/dist/*.whl)
-
-say "installing $(basename "$WHEEL") into a fresh venv"
-"$PY" -m venv "$WORK/venv"
+if [ -n "${WHEEL_WORK:-}" ]; then
+    WORK=$WHEEL_WORK && mkdir -p "$WORK"
+elif [ "$STEP" = both ]; then
+    WORK=$(mktemp -d "${TMPDIR:-/tmp}/pyg_dist_wheel.XXXXXX")
+    [ -n "${KEEP:-}" ] && echo "wheel_smoke: working in $WORK" || trap 'rm -rf "$WORK"' EXIT
+else
+    say "$STEP needs WHEEL_WORK=DIR (the folder prepare builds into)"; exit 2
+fi
 VPY="$WORK/venv/bin/python"
-# --no-compile: no .pyc written for every installed file (half of pip's time); Python compiles what it imports
-"$VPY" -m pip install -q --no-compile torch==2.13.0
-"$VPY" -m pip install -q --no-compile "$WHEEL"
+
+if [ "$STEP" != test ]; then
+    say "building sdist and wheel"
+    "$PY" -m venv "$WORK/buildenv"   # the build tool in a venv of its own: the test venv gets the wheel only
+    "$WORK/buildenv/bin/python" -m pip install -q build
+    "$WORK/buildenv/bin/python" -m build -q --outdir "$WORK/dist" "$REPO" > "$WORK/build.log" 2>&1 \
+        || { cat "$WORK/build.log"; exit 1; }
+    ls -l "$WORK/dist"
+    say "installing $(basename "$WORK"/dist/*.whl) into a fresh venv"
+    "$PY" -m venv "$WORK/venv"
+    # --no-compile: no .pyc written for every installed file (half of pip's time); Python compiles what it imports
+    "$VPY" -m pip install -q --no-compile torch==2.13.0
+    "$VPY" -m pip install -q --no-compile "$WORK"/dist/*.whl
+fi
+[ "$STEP" = prepare ] && { say "prepared in $WORK"; exit 0; }
+[ -x "$VPY" ] || { say "no venv in $WORK: run prepare first"; exit 1; }
 
 cd "$WORK"   # outside the source tree from here on
 VERSION=$("$VPY" -c "import importlib.metadata as m; print(m.version('pyg-dist'))")

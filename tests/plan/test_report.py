@@ -4,6 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.plan import report
 from pyg_dist.plan.calibrate import Run
 from pyg_dist.plan.model import Costs, Machines, predict
@@ -91,3 +92,13 @@ def test_the_notes_say_when_a_machines_processes_outnumber_its_cores():
     assert line.startswith("8 processes a machine on 2 cores") and "22 % slower" in line
     assert report._crowding_words(crowded, 8) == []                      # 8 processes, 8 cores
     assert report._crowding_words(SimpleNamespace(ranks_per_machine=1, num_workers=0), 1) == []
+
+
+def test_the_checked_rows_are_the_default_ones_within_check_ranks_or_those_given():
+    rows = report.check_rows(SimpleNamespace(check_rows=None, check_ranks=2))
+    assert rows == [(1, None), (2, None), (2, 1.0), (2, 10.0)]              # 1 and 2 ranks; 2 at 1 and 10 Gb/s
+    assert (4, None) in report.check_rows(SimpleNamespace(check_rows=None, check_ranks=4))
+    given = report.check_rows(SimpleNamespace(check_rows=["2", "2@1", "8@0.5"], check_ranks=1))
+    assert given == [(2, None), (2, 1.0), (8, 0.5)]                          # given rows are not cut by --check-ranks
+    with pytest.raises(InvalidArgumentError, match="--check-rows"):
+        report.check_rows(SimpleNamespace(check_rows=["2@0"], check_ranks=2))
