@@ -102,3 +102,18 @@ def test_the_checked_rows_are_the_default_ones_within_check_ranks_or_those_given
     assert given == [(2, None), (2, 1.0), (8, 0.5)]                          # given rows are not cut by --check-ranks
     with pytest.raises(InvalidArgumentError, match="--check-rows"):
         report.check_rows(SimpleNamespace(check_rows=["2@0"], check_ranks=2))
+
+
+@pytest.mark.parametrize("share", [0.0, 0.5])
+def test_a_gpu_calibration_whose_ranks_trained_on_the_cpu_fails_loudly(tmp_path, monkeypatch, share):
+    """``--gpu``: a calibration in which any rank trained on the CPU is not a GPU machine's cost."""
+    from dataclasses import replace as with_
+
+    from pyg_dist.plan import calibrate as cal
+    monkeypatch.setattr(report, "folder", lambda args, n, say: tmp_path / f"parts-{n}")
+    monkeypatch.setattr(cal, "calibrate", lambda *a, **k: with_(COSTS, gpu=share))
+    args = SimpleNamespace(**dict(vars(_args(tmp_path)), costs=None, gpu=True, repeats=1))
+    with pytest.raises(cal.JobFailedError, match="trained on the CPU"):
+        report.get_costs(args, {1: C1, 2: C1, 4: C1}, 2, lambda line: None, (10, 20, None))
+    monkeypatch.setattr(cal, "calibrate", lambda *a, **k: with_(COSTS, gpu=1.0))
+    assert report.get_costs(args, {1: C1, 2: C1, 4: C1}, 2, lambda line: None, (10, 20, None)).gpu == 1.0

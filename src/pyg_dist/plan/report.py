@@ -128,6 +128,10 @@ def get_costs(args, counts, cores: int, say, graph) -> Costs:
     costs.graph_nodes, costs.graph_edges = graph[0], graph[1]
     (Path(args.work) / "costs.json").write_text(json.dumps(costs.as_dict(), indent=1))
     say(f"calibrated in {time.perf_counter() - t:.1f} s -> {Path(args.work) / 'costs.json'}")
+    if args.gpu and costs.gpu < 1.0:  # the job was told cuda: a rank that trained elsewhere is not a GPU's cost
+        raise cal.JobFailedError(f"pyg-dist-plan --gpu: {1 - costs.gpu:.0%} of the calibration's ranks trained on "
+                                 "the CPU (is CUDA_VISIBLE_DEVICES hiding the GPUs?); the costs are in "
+                                 f"{Path(args.work) / 'costs.json'}, not a plan of GPU machines")
     return costs
 
 
