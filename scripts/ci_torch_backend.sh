@@ -35,8 +35,8 @@ TESTS=(
 if [ "$STEP" != test ]; then
     rm -rf "$VENV"
     python -m venv "$VENV"
-    "$VENV/bin/pip" install -q --no-compile torch==2.13.0   # no .pyc for every file: Python compiles what it imports
-    "$VENV/bin/pip" install -q --no-compile -e ".[test]"
+    "$VENV/bin/pip" install -q torch==2.13.0
+    "$VENV/bin/pip" install -q -e ".[test]"
     "$VENV/bin/pip" uninstall -y -q numba llvmlite
 fi
 [ "$STEP" = prepare ] && { echo "ci_torch_backend: $VENV prepared"; exit 0; }

@@ -36,9 +36,8 @@ if [ "$STEP" != test ]; then
     ls -l "$WORK/dist"
     say "installing $(basename "$WORK"/dist/*.whl) into a fresh venv"
     "$PY" -m venv "$WORK/venv"
-    # --no-compile: no .pyc written for every installed file (half of pip's time); Python compiles what it imports
-    "$VPY" -m pip install -q --no-compile torch==2.13.0
-    "$VPY" -m pip install -q --no-compile "$WORK"/dist/*.whl
+    "$VPY" -m pip install -q torch==2.13.0
+    "$VPY" -m pip install -q "$WORK"/dist/*.whl
 fi
 [ "$STEP" = prepare ] && { say "prepared in $WORK"; exit 0; }
 [ -x "$VPY" ] || { say "no venv in $WORK: run prepare first"; exit 1; }
