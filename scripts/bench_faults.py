@@ -9,10 +9,10 @@ which logs every step) under torchrun on 127.0.0.1, waits until both ranks train
 measures, from the injection: when each rank process ended, torchrun's exit code, each rank's last error
 line (typed: ``[rank r] ErrorType: ...``; row ``typed1``: rank 1 raises a typed error, and the survivor
 quotes the line rank 1 published, ``peer rank 1 failed: CheckpointError: ...``), processes left behind
-(sampler workers included) and ``/dev/shm`` entries left behind. "two agents" rows run one torchrun per
-rank (``--nnodes 2``), the shape of a two-machine job: nobody kills the survivor for it, it must notice by
-itself. A SIGSTOPped rank gets SIGCONT once the other rank ended (or after the bound + 60 s): its time is when
-it then ended.
+(sampler workers included) and ``/dev/shm`` entries left behind (of those the job's processes were seen
+holding). "two agents" rows run one torchrun per rank (``--nnodes 2``), the shape of a two-machine job:
+nobody kills the survivor for it, it must notice by itself. A SIGSTOPped rank gets SIGCONT once the other rank
+ended (or after the bound + 60 s): its time is when it then ended.
 
 "junk" rows send an HTTP health check and 64 KiB of random bytes to every listener of one kind (the kinds a
 rank labels in ``<log>/rank<r>_a0.listeners.json``: gloo, the RPC transport's; a worker's RPC listener; the worker
@@ -177,8 +177,9 @@ def _gone(psutil, pid: int) -> bool:
         return True
 
 
-def leftovers(marker: str, shm_before: set) -> tuple:
-    """Processes whose command line names ``marker`` (killed after counting), new ``/dev/shm`` entries."""
+def leftovers(marker: str, shm_before: set, job_shm: set | None = None) -> tuple:
+    """Processes whose command line names ``marker`` (killed after counting), the names of new ``/dev/shm``
+    entries the job left (among ``job_shm``, the names it was seen holding, when given)."""
     import psutil
     left = []
     for p in psutil.process_iter(["cmdline"]):
@@ -190,19 +191,18 @@ def leftovers(marker: str, shm_before: set) -> tuple:
             p.kill()
         except psutil.NoSuchProcess:
             pass
-    return len(left), len(_left_in_shm(shm_before))
+    return len(left), sorted(_left_in_shm(shm_before, job=job_shm))
 
 
 def _shm_names() -> set:
     return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
 
 
-def _held_in_shm() -> set:
-    """``/dev/shm`` names some live process still maps or holds open (another test's, not a leak of the job)."""
+def _held_in_shm(pids=None) -> set:
+    """``/dev/shm`` names the processes ``pids`` (default: every live one) map or hold open."""
     held = set()
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
+    for pid in (pids if pids is not None else [p.name for p in Path("/proc").iterdir() if p.name.isdigit()]):
+        proc = Path("/proc", str(pid))
         try:
             held.update(line.split("/dev/shm/", 1)[1].split()[0] for line in
                         (proc / "maps").read_text().splitlines() if "/dev/shm/" in line)
@@ -215,13 +215,52 @@ def _held_in_shm() -> set:
     return held
 
 
-def _left_in_shm(before: set, settle: float = 2.0) -> set:
-    """Entries made since ``before`` that outlast ``settle`` seconds and no live process holds.
+class JobShm:
+    """The ``/dev/shm`` names the job's processes (the launchers and every descendant) map or hold open, polled
+    every ``every`` seconds in a thread while the row runs: what the job itself could leave behind.
+
+    Another process on the machine (the other test process) makes and drops entries of its own meanwhile
+    (spawned workers' ``sem.mp-*``, released by their resource tracker some seconds after their holder exits);
+    only names the job was seen holding count as its leftovers.
+    """
+
+    def __init__(self, procs, every: float = 0.25):
+        import threading
+        self.procs, self.every, self.seen = procs, every, set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _pids(self) -> list:
+        import psutil
+        pids = []
+        for p in self.procs:
+            try:
+                pids += [p.pid] + [c.pid for c in psutil.Process(p.pid).children(recursive=True)]
+            except psutil.NoSuchProcess:
+                continue
+        return pids
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.every):
+            self.seen |= _held_in_shm(self._pids())
+
+    def stop(self) -> set:
+        self._stop.set()
+        self._thread.join()
+        return self.seen
+
+
+def _left_in_shm(before: set, settle: float = 2.0, job: set | None = None) -> set:
+    """Entries made since ``before`` (and, given ``job``, among the names the job was seen holding) that outlast
+    ``settle`` seconds and no live process holds.
 
     The job's processes are gone when this runs, so an entry still held belongs to whoever else runs on the
     machine (the other test process); an entry made and unlinked by them in passing does not outlast the settle.
     """
     new = _shm_names() - before
+    if job is not None:
+        new &= job
     if new:
         time.sleep(settle)
         new &= _shm_names()
@@ -252,13 +291,14 @@ def run_row(name: str, folder: Path, work: Path, bound: float, transport: str = 
     short = ("--epochs", "1", "--max-steps", "5") if "shutdown" in fault else JUNK_RUN if "junk" in fault else ()
     procs = launch(folder, log, agents, workers, rpc_port, extra=short,
                    kill=("1", fault) if fault in PHASES else ("-1", "0"), transport=transport)
+    job_shm = JobShm(procs)
     try:
         ended, result = _fault(fault, log, procs, bound, rpc_port)
     except BaseException:
         for p in procs:  # torchrun's ranks outlive a SIGKILLed torchrun: kill them by their log path too
             if p.poll() is None:
                 os.killpg(os.getpgid(p.pid), signal.SIGKILL)
-        leftovers(str(log), shm_before)
+        leftovers(str(log), shm_before, job_shm.stop())
         raise
     finally:
         if blocker is not None:
@@ -266,10 +306,10 @@ def run_row(name: str, folder: Path, work: Path, bound: float, transport: str = 
         for p in procs:
             if p.poll() is None:
                 os.killpg(os.getpgid(p.pid), signal.SIGKILL)
-    orphans, shm = leftovers(str(log), shm_before)
+    orphans, shm = leftovers(str(log), shm_before, job_shm.stop())
     return {"row": what + (f" [{transport}]" if transport else ""), "ended": ended,
             "rc": [p.returncode for p in procs], "lines": error_lines(log, agents),
-            "orphans": orphans, "shm": shm, "result": result, "fault": fault}
+            "orphans": orphans, "shm": len(shm), "shm_names": shm[:8], "result": result, "fault": fault}
 
 
 def _default_transport() -> str:

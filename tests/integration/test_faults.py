@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -65,7 +67,7 @@ def test_fault_row_ends_every_rank_within_the_bound(setup, row):
     elif not row.startswith("kill"):  # no rank died: torchrun waits for the survivor's own typed exit
         assert speakers, out
     assert all(rc != 0 for rc in out["rc"]), out                      # torchrun saw the failure
-    assert out["orphans"] == 0 and out["shm"] == 0, out
+    assert out["orphans"] == 0 and out["shm"] == 0, (out["shm_names"], out)
 
 
 @pytest.mark.timeout(300)
@@ -73,7 +75,7 @@ def test_a_taken_rpc_port_is_moved_past(setup):
     bench, work = setup
     out = bench.run_row("port", work / "p2", work, BOUND)
     assert out["result"].startswith("trains"), out
-    assert out["orphans"] == 0 and out["shm"] == 0, out
+    assert out["orphans"] == 0 and out["shm"] == 0, (out["shm_names"], out)
 
 
 @pytest.mark.timeout(400)
@@ -86,7 +88,7 @@ def test_junk_on_a_sockets_listener_and_the_job_trains_on_to_exit_0(setup, row):
     assert out["result"].startswith("trains on to the end: exit 0"), out
     steps = [int(n) for n in re.findall(r"(\d+) / (\d+) steps", out["result"])[0]]
     assert min(steps) > 100 and out["rc"] == [0], out
-    assert out["orphans"] == 0 and out["shm"] == 0, out
+    assert out["orphans"] == 0 and out["shm"] == 0, (out["shm_names"], out)
 
 
 @pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm on this machine")
@@ -108,7 +110,40 @@ def test_shm_left_behind_counts_only_what_no_live_process_holds():
         holder.kill()
         holder.wait()
         assert bench._left_in_shm(before, settle=0.2) == {leaked, held}   # its holder is gone: now a leak
+        assert bench._left_in_shm(before, settle=0.2, job={held}) == {held}  # only what the job was seen holding
     finally:
         holder.kill()
         for name in (leaked, held):
             Path("/dev/shm", name).unlink(missing_ok=True)
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm on this machine")
+def test_the_job_s_shm_is_what_its_processes_and_their_children_were_seen_holding():
+    """A row's leftovers are counted among the names the job's own process tree held while it ran: an entry
+    another process (the other test process) made and dropped meanwhile is not the job's."""
+    import subprocess
+    import sys
+    import uuid
+    bench = _bench()
+    mine, other = f"pyg_dist_test_{uuid.uuid4().hex}", f"pyg_dist_test_{uuid.uuid4().hex}"
+    child = (f"import time; f = open('/dev/shm/{mine}', 'w'); print('ready', flush=True); time.sleep(60)")
+    job = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; "
+                            f"c = subprocess.Popen([sys.executable, '-c', {child!r}]); c.wait()"],
+                           stdout=subprocess.PIPE, text=True, start_new_session=True)
+    stranger = subprocess.Popen([sys.executable, "-c", f"f = open('/dev/shm/{other}', 'w'); import time; "
+                                 "print('ready', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    watch = bench.JobShm([job], every=0.05)
+    try:
+        assert job.stdout.readline().strip() == "ready" and stranger.stdout.readline().strip() == "ready"
+        deadline = time.monotonic() + 10
+        while mine not in watch.seen and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        seen = watch.stop()
+        os.killpg(job.pid, signal.SIGKILL)   # the job and its child
+        stranger.kill()
+        for p in (job, stranger):
+            p.wait()
+        for name in (mine, other):
+            Path("/dev/shm", name).unlink(missing_ok=True)
+    assert mine in seen and other not in seen, seen
