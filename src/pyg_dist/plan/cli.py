@@ -55,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="memory per machine, GiB: each row says whether its ranks fit, and the fewest that do")
     r = p.add_argument_group("the run")
     r.add_argument("--work", default="pyg_dist_plan", help="folder for partitions, records and costs.json")
-    r.add_argument("--steps", type=int, default=20, help="calibration batches per run (after --warmup batches)")
+    r.add_argument("--steps", type=int, default=60,
+                   help="calibration batches per run (after --warmup batches); fewer: a shorter, noisier calibration")
     r.add_argument("--warmup", type=int, default=5, help="calibration batches run first, not timed")
     r.add_argument("--repeats", type=int, default=2, help="calibration rounds (interleaved; their batches merged)")
     r.add_argument("--replay-batches", type=int, default=16, help="batches replayed per part count")
