@@ -17,7 +17,10 @@ from pyg_dist.testing import load_script
 
 BENCH = Path(__file__).resolve().parents[2] / "scripts" / "bench_faults.py"
 BOUND = 6.0
-SLACK = 4.0   # process exit, torchrun's 0.1 s monitor, 2 busy cores
+SLACK = 5.0   # beyond the bound: the survivor reaching its wait, process exit, torchrun's 0.1 s monitor, 2 busy
+# cores. Measured for the tensorpipe "stopend" row (py-spy on the survivor): it enters its wait 0.3-1 s after the
+# fault, waits the bound, rpc.shutdown(graceful=False) takes 0.5 s and the exit 0.5-1 s: 7.1-8.2 s alone, 10.1 s
+# once in CI beside another test process (over the 10 s that a 4 s slack allowed).
 
 
 def _bench():
