@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 from pyg_dist.plan.calibrate import Run, fit, folder_bytes, job_env, merge
-from pyg_dist.plan.model import Machines, predict
+from pyg_dist.plan.model import Costs, Machines, predict
 from pyg_dist.plan.replay import Counts
 
 TRUE = dict(u_edge=2e-6, u_row=1.5e-6, u_asm=2e-7, u_step=2e-6, u_other=0.004, h_edge=5e-6, h_row=3e-6,
@@ -146,6 +146,26 @@ def test_a_four_rank_run_gives_the_growth_with_several_peers_and_two_ranks_keep_
     assert alone.rss_train_peers_per_row == 0.0
     assert predict(alone, c4, Machines(4, cores=2), batch_size=1024).rss_mb == pytest.approx(
         base + 250.0 / C2.rows * c4.rows)
+
+
+@pytest.mark.parametrize("cores, slower, crowding, at", [(2, 1.25, 1.25, 2.0), (1, 1.25, 1.25, 4.0),
+                                                          (2, 0.9, 1.0, 2.0), (4, 1.25, 1.0, 0.0)])
+def test_a_four_rank_run_on_fewer_cores_gives_the_crowding(cores, slower, crowding, at):
+    """The 4-rank run's batch against the one the fitted model gives it on the cores it ran on: 1.25x is a
+    crowding of 1.25 at 4 / cores processes a core; faster than the model is none (1.0); on 4 cores or more its
+    ranks did not crowd them: nothing measured, nothing charged."""
+    one, one_two, two = _runs()
+    c4 = Counts(4, 100_000, 30_000, 0.25, 0.4, 3.0, 3.0, 0.25, 0.26)
+    costs = fit(one, one_two, two, C1, C2, SIZES)
+    model = predict(costs, c4, Machines(4, cores=cores), batch_size=1024).ms  # as the model has it, rounded
+    four = _run(4, 1, {k: v / 1e3 * slower for k, v in model.items()}, 0.0)
+    fitted = fit(one, one_two, two, C1, C2, SIZES, four, c4, cores)
+    assert fitted.crowding == pytest.approx(crowding, rel=1e-3) and fitted.crowding_at == at
+    crowded = predict(fitted, c4, Machines(4, cores=2), batch_size=1024)
+    assert crowded.batch_ms == pytest.approx(predict(costs, c4, Machines(4, cores=2), batch_size=1024).batch_ms
+                                             * (crowding if at == 2.0 else 1.0 if at == 0.0 else
+                                                1 + (crowding - 1) * 0.5), rel=1e-3)
+    assert Costs.read(json.loads(json.dumps(fitted.as_dict()))) == fitted
 
 
 def test_own_memory_that_does_not_shrink_with_the_partition_is_flat_never_negative():

@@ -4,7 +4,7 @@ import math
 import pytest
 
 from pyg_dist.errors import InvalidArgumentError
-from pyg_dist.plan.model import Costs, Machines, amdahl, predict, with_speedups
+from pyg_dist.plan.model import WORKER_COSTS, Costs, Machines, amdahl, crowding_factor, predict, with_speedups
 from pyg_dist.plan.replay import Counts
 
 
@@ -67,6 +67,26 @@ def test_more_ranks_than_cores_share_the_cores_cpu_but_not_the_waits():
     a = predict(mostly_waiting, c, Machines(4, cores=4), batch_size=1000)
     b = predict(mostly_waiting, c, Machines(4, cores=2), batch_size=1000)
     assert a.ms == b.ms
+
+
+def test_crowding_measured_at_two_processes_a_core_scales_by_log2_of_the_processes_a_core():
+    """x = 1.1 measured at 4 ranks on 2 cores: a batch 1.1x the shared one there, 1.2x at 8 ranks on 2 cores
+    (log2 4 / log2 2 = 2), nothing where the processes fit the cores or the calibration never crowded them."""
+    c4, c8 = _counts(4), _counts(8)
+    plain, crowded = _costs(), _costs(crowding=1.1, crowding_at=2.0)
+    for c, m, factor in ((c4, Machines(4, cores=2), 1.1), (c8, Machines(8, cores=2), 1.2),
+                         (c4, Machines(4, cores=4), 1.0), (c4, Machines(2 * 2, cores=2, workers=0), 1.1)):
+        assert crowding_factor(crowded, m) == pytest.approx(factor)
+        a, b = predict(plain, c, m, batch_size=1000), predict(crowded, c, m, batch_size=1000)
+        assert b.batch_ms == pytest.approx(a.batch_ms * factor, rel=1e-4)
+        assert b.epoch_s - 0.3 == pytest.approx((a.epoch_s - 0.3) * factor, rel=1e-4)
+    # workers count as processes: 2 ranks with a worker each on 2 cores crowd them as 4 ranks do
+    w = {k: 1e-6 for k in WORKER_COSTS}
+    assert crowding_factor(_costs(crowding=1.1, crowding_at=2.0, workers=w), Machines(2, cores=2, workers=1)) == \
+        pytest.approx(1.1)
+    # never measured (a calibration whose 4 ranks had their own cores), or measured faster: nothing charged
+    for costs in (_costs(crowding=1.3, crowding_at=0.0), _costs(crowding=0.9, crowding_at=2.0)):
+        assert crowding_factor(costs, Machines(8, cores=2)) == 1.0
 
 
 def test_loopback_has_no_wire_term():

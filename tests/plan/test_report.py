@@ -1,5 +1,6 @@
 """The check's measure of the machine's speed: the calibration's 1-rank batch run again, against the batch the
 costs predict for it."""
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -86,12 +87,18 @@ def test_memory_per_machine_says_which_rows_fit_and_the_fewest_machines():
 
 
 def test_the_notes_say_when_a_machines_processes_outnumber_its_cores():
-    """Ranks and their sampler workers beyond the cores: the plan says the switching between them is not charged."""
+    """Ranks and their sampler workers beyond the cores: the plan says what it charges for crowding them (the
+    factor from the calibration's 4 ranks where they outnumbered its cores), or that it charges nothing."""
     crowded = SimpleNamespace(ranks_per_machine=2, num_workers=3)
-    (line,) = report._crowding_words(crowded, 2)
-    assert line.startswith("8 processes a machine on 2 cores") and "22 % slower" in line
-    assert report._crowding_words(crowded, 8) == []                      # 8 processes, 8 cores
-    assert report._crowding_words(SimpleNamespace(ranks_per_machine=1, num_workers=0), 1) == []
+    unmeasured, measured = COSTS, replace(COSTS, crowding=1.1, crowding_at=2.0)
+    (line,) = report._crowding_words(crowded, 2, unmeasured)
+    assert line.startswith("8 processes a machine on 2 cores") and "charges nothing" in line and "22 % slower" in line
+    said, line = report._crowding_words(crowded, 2, measured)
+    assert said.startswith("crowding: the calibration's 4 ranks on 2 core(s) took 1.10x") and "log2(2)" in said
+    assert line.startswith("8 processes a machine on 2 cores") and line.endswith("charges 1.20x for crowding them")
+    assert report._crowding_words(crowded, 8, unmeasured) == []                      # 8 processes, 8 cores
+    assert report._crowding_words(crowded, 8, measured) == [said]
+    assert report._crowding_words(SimpleNamespace(ranks_per_machine=1, num_workers=0), 1, unmeasured) == []
 
 
 def test_the_checked_rows_are_the_default_ones_within_check_ranks_or_those_given():

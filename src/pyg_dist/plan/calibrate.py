@@ -9,9 +9,10 @@ them, interleaved), over partition folders of 1, 2 and 4 parts (:data:`PARTS`):
 - 2 ranks, 1 thread each: what a remote sampled edge and a remote row add over a local one (``h_edge``,
   ``h_row``, after the calls' latency ``lat``, measured by timed empty calls between the ranks) and what
   DDP adds to a step (``ddp``);
-- 4 ranks, 1 thread each: memory only, the peak's growth per row when a rank fetches from and serves several
-  peers (about twice that of one peer, :mod:`.model`); its times are not used (four ranks share this machine's
-  cores);
+- 4 ranks, 1 thread each: the peak's growth per row when a rank fetches from and serves several peers (about
+  twice that of one peer, :mod:`.model`); its times fit no unit cost, but where its ranks outnumber this
+  machine's cores, their batch against the model's gives what crowding the cores costs beyond sharing their
+  time (:func:`fit_crowding`: switching, peers' calls waiting for a core);
 - with ``--num-workers`` (``workers=True``): 1 rank and 2 ranks with one sampler worker each: the workers'
   one-thread costs, the trainer's cost to take a batch over, and the memory of a trainer and of a worker
   (:func:`fit_workers`; the 2-rank run's times are not used).
@@ -36,7 +37,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from pyg_dist._alloc import launch_env
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
-from pyg_dist.plan.model import Costs
+from pyg_dist.plan.model import STAGES, Costs, Machines, predict
 from pyg_dist.plan.replay import Counts
 
 #: The part counts the calibration runs on (its partition folders).
@@ -203,9 +204,10 @@ def folder_bytes(folder: Path) -> Dict[str, int]:
 
 
 def fit(one: Run, one_two: Optional[Run], two: Run, c1: Counts, c2: Counts, sizes: Dict[str, int],
-        four: Optional[Run] = None, c4: Optional[Counts] = None) -> Costs:
+        four: Optional[Run] = None, c4: Optional[Counts] = None, cores: int = 0) -> Costs:
     """The unit costs of :mod:`.model` from the calibration runs and the replayed counts (``four``, ``c4``: the
-    4-rank run and its counts, for the memory with several peers; without them, the 2-rank growth is used)."""
+    4-rank run and its counts, for the memory with several peers, and, where its ranks outnumbered the ``cores``
+    it ran on, for the crowding: :func:`fit_crowding`; without them, the 2-rank growth is used, no crowding)."""
     a, b = one.per_batch(), two.per_batch()
     lat = float(two.facts.get("call_latency_s", 0.0))
     phi = {s: 1.0 for s in ("sample", "rows", "assemble", "step")}
@@ -227,7 +229,21 @@ def fit(one: Run, one_two: Optional[Run], two: Run, c1: Counts, c2: Counts, size
     fit_rss(costs, a, b, c1, c2, sizes)
     if four is not None and c4 is not None:
         costs.rss_train_peers_per_row = growth_mb(four.per_batch()) / max(c4.rows, 1.0)
+        fit_crowding(costs, four, c4, cores)
     return costs
+
+
+def fit_crowding(costs: Costs, four: Run, c4: Counts, cores: int) -> None:
+    """Sets ``costs.crowding`` / ``crowding_at`` where the 4-rank run's ranks outnumbered the ``cores`` it ran on:
+    its measured batch (the mean over ranks of the stages' sum) over the one the model gives it, sharing the
+    cores' time alone (at least 1.0); nothing where they did not."""
+    if four.ranks <= cores or cores < 1:
+        return
+    b = four.per_batch()
+    measured = sum(b[s] for s in STAGES)
+    model = predict(costs, c4, Machines(four.ranks, 1, cores), batch_size=1).batch_ms / 1e3  # a batch: any size
+    if model > 0:
+        costs.crowding, costs.crowding_at = max(measured / model, 1.0), four.ranks / cores
 
 
 def fit_workers(costs: Costs, one: Run, two: Run, c1: Counts, c2: Counts, sizes: Dict[str, int]) -> Dict[str, float]:
@@ -343,11 +359,12 @@ def calibrate(folders: Dict[int, Path], counts: Dict[int, Counts], work: Path, j
     one_two = merge(runs["1x2"]) if runs["1x2"] else None
     four = merge(runs["4x1"]) if runs["4x1"] else None
     sizes = folder_bytes(folders[1])
-    costs = fit(merge(runs["1x1"]), one_two, merge(runs["2x1"]), counts[1], counts[2], sizes, four, counts.get(4))
+    costs = fit(merge(runs["1x1"]), one_two, merge(runs["2x1"]), counts[1], counts[2], sizes, four, counts.get(4),
+                cores)
     if workers:
         costs.workers = fit_workers(costs, merge(runs["1x1w"]), merge(runs["2x1w"]), counts[1], counts[2], sizes)
     return costs
 
 
 __all__ = ["PARTS", "JobFailedError", "Run", "run_job", "job_env", "gpu_share", "folder_bytes", "fit", "fit_workers",
-           "growth_mb", "merge", "calibrate"]
+           "fit_crowding", "growth_mb", "merge", "calibrate"]

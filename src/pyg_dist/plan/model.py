@@ -12,7 +12,10 @@ costs::
     step     = u_step * R * A_step(t) + ddp(N) + allreduce(M)    # ddp: the same-machine DDP cost at 2 ranks
     alone    = sample + rows + assemble + step + u_other         # a batch when the rank has its cores
     waits    = ddp + allreduce + wire(...) + lat * calls            # the part of `alone` that is not CPU
-    batch    = max(alone, r * (alone - waits) / c)  when r > c     (the ranks' CPU shared by the cores)
+    batch    = max(alone, r * (alone - waits) / c * X)  when r > c   (the ranks' CPU shared by the cores)
+    X        = 1 + (x - 1) * log2(p / c) / log2(4 / c_cal)  (crowding, p the machine's processes: switching, the
+               peers' calls waiting for a core; x = the calibration's 4-rank run over this formula's batch with
+               X = 1, at least 1, where its 4 ranks outnumbered its c_cal cores; X = 1 where they did not)
     epoch    = ceil(train_seeds / N / batch_size) * batch + epoch_other   (+ cold_s: the first epoch's start)
     wire(b)  = r * b / link_bytes_per_s   (M > 1, or an emulated link; 0 on loopback)
     A(t)     = phi + (1 - phi) / t        (Amdahl; phi from the 1-rank run at 1 and at 2 threads)
@@ -34,7 +37,7 @@ With ``W`` sampler workers a rank (``TrainConfig.num_workers``; each worker one 
                              timed stages: the batch pickled into shared memory for the trainer's queue)
     recv     = w_recv * R                                  (the trainer takes a batch over)
     alone    = max(step + recv + u_other, (sample + rows + assemble) / W)
-    batch    = max(alone, r * (CPU of step + recv + sample + rows + assemble) / c)  when r * (1 + W) > c
+    batch    = max(alone, r * (CPU of step + recv + sample + rows + assemble) / c * X)  when r * (1 + W) > c
     rss      = the trainer's (its own terms, from runs with a worker) + W * w_own * R   (each worker's own memory:
                its peak less the pages it shares with the trainer; mapped pages counted once). From 3 ranks on
                the trainer's growth per row is scaled as without workers (x2 at 4 ranks: measured, 370-500 MiB
@@ -97,6 +100,8 @@ class Costs:
     rss_train1_per_row: float = 0.0  # the training's own growth per row of a batch (0: the constants above)
     rss_train_per_row: float = 0.0
     rss_train_peers_per_row: float = 0.0  # the same with several peers (4 ranks; 0: rss_train_per_row)
+    crowding: float = 1.0  # the calibration's 4-rank run over the model's batch where it outnumbered the cores
+    crowding_at: float = 0.0  # that run's processes a core (0: its ranks did not outnumber the cores)
     node_bytes: int = 0
     edge_bytes: int = 0
     graph_nodes: int = 0  # the graph these costs were measured on (its node and edge counts)
@@ -235,7 +240,7 @@ def predict(costs: Costs, counts: Counts, m: Machines, batch_size: int) -> Predi
     }
     waits = (costs.ddp if m.ranks > 1 else 0.0) + _allreduce(costs, m) + wire * (16 * e_rem + row_wire * r_rem) \
         + costs.lat * (counts.hop_calls * a["sample"] + counts.row_calls * a["rows"])
-    alone, batch = _batch_s(s, m, waits)
+    alone, batch = _batch_s(s, m, waits, crowding_factor(costs, m))
     s = {n: v * batch / alone for n, v in s.items()}  # every stage slowed alike where the cores are shared
     batches = max(1, math.ceil(costs.train_seeds / m.ranks / batch_size))
     epoch = batches * batch + (w["epoch_other"] if w else costs.epoch_other)
@@ -249,18 +254,28 @@ def predict(costs: Costs, counts: Counts, m: Machines, batch_size: int) -> Predi
                       epoch, bound, _rss(costs, counts, m, part), batch_ms=round(batch * 1e3, 2))
 
 
-def _batch_s(s: Dict[str, float], m: Machines, waits: float) -> Tuple[float, float]:
+def crowding_factor(costs: Costs, m: Machines) -> float:
+    """What crowding a machine's cores costs beyond sharing their time (module docstring): 1.0 where its processes
+    do not outnumber its cores or the calibration never ran more processes than cores."""
+    over = m.processes / m.cores
+    if over <= 1.0 or costs.crowding_at <= 1.0:
+        return 1.0
+    return 1.0 + (max(costs.crowding, 1.0) - 1.0) * math.log2(over) / math.log2(costs.crowding_at)
+
+
+def _batch_s(s: Dict[str, float], m: Machines, waits: float, crowded: float = 1.0) -> Tuple[float, float]:
     """``(alone, batch)`` seconds of one batch: with the rank's cores to itself (its stages one after another;
     with sampler workers, the larger of the trainer's part and the workers' part over their count), and with
     the machine's processes sharing its cores (their CPU seconds, the stages less their waits: DDP's wait for the
-    slowest rank, calls, wire, over the cores) where they outnumber them."""
+    slowest rank, calls, wire, over the cores, times ``crowded``: :func:`crowding_factor`) where they outnumber
+    them."""
     total = sum(s.values())
     alone = total
     if m.workers:
         alone = max(s["step"] + s["other"], (s["sample"] + s["rows"] + s["assemble"]) / m.workers)
     if m.processes <= m.cores or alone <= 0:
         return max(alone, 1e-12), max(alone, 1e-12)
-    return alone, max(alone, m.per_machine * max(total - waits, 0.0) / m.cores)
+    return alone, max(alone, m.per_machine * max(total - waits, 0.0) / m.cores * crowded)
 
 
 def _rss(costs: Costs, counts: Counts, m: Machines, part: float) -> float:
@@ -318,4 +333,4 @@ def with_speedups(rows: List[Prediction]) -> List[Prediction]:
 
 
 __all__ = ["Costs", "Machines", "Prediction", "STAGES", "WORKER_COSTS", "amdahl", "predict", "with_speedups",
-           "cache_mb"]
+           "cache_mb", "crowding_factor"]

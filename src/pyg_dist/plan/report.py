@@ -10,7 +10,7 @@ from typing import IO, Dict, List, Optional, Tuple
 
 from pyg_dist.errors import InvalidArgumentError
 from pyg_dist.plan import calibrate as cal
-from pyg_dist.plan.model import STAGES, Costs, Machines, Prediction, predict, with_speedups
+from pyg_dist.plan.model import STAGES, Costs, Machines, Prediction, crowding_factor, predict, with_speedups
 from pyg_dist.plan.replay import Counts, assign, replay
 from pyg_dist.plan.source import folder, folder_owner, load_graph, machine_cores
 
@@ -197,7 +197,7 @@ def assumptions(args, cores: int, costs: Costs) -> List[str]:
             f"calls cost {costs.lat * 1e3:.2f} ms each (empty-call latency measured here)",
             f"torch's huge pages for large tensors in {costs.huge_pages:.0%} of the calibration's ranks "
             "(THP_MEM_ALLOC_ENABLE=1 at launch; without them a batch costs up to 1.6x the CPU)",
-            _growth_words(costs), _device_words(costs)] + _crowding_words(args, cores)
+            _growth_words(costs), _device_words(costs)] + _crowding_words(args, cores, costs)
 
 
 def _device_words(costs: Costs) -> str:
@@ -207,14 +207,24 @@ def _device_words(costs: Costs) -> str:
             "(model step and device copies measured there, not modelled; ranks sharing a GPU are not modelled)")
 
 
-def _crowding_words(args, cores: int) -> List[str]:
-    """A line where a machine's processes (its ranks, each with its sampler workers) outnumber its cores."""
+def _crowding_words(args, cores: int, costs: Costs) -> List[str]:
+    """What the calibration measured of crowded cores, and a line where a machine's processes (its ranks, each
+    with its sampler workers) outnumber its cores."""
+    words = []
+    if costs.crowding_at > 1:
+        words.append(f"crowding: the calibration's 4 ranks on {4 / costs.crowding_at:g} core(s) took "
+                     f"{costs.crowding:.2f}x the batch the model gives them sharing the cores' time; charged where a "
+                     f"machine's processes outnumber its cores, as 1 + {costs.crowding - 1:.2f} x log2(processes a "
+                     f"core) / log2({costs.crowding_at:g})")
     procs = args.ranks_per_machine * (1 + args.num_workers)
-    if procs <= cores:
-        return []
-    return [f"{procs} processes a machine on {cores} cores: the model shares the cores' time among them but charges "
-            "nothing for switching between them (checked on 2 cores: 8 processes ran 22 % slower than predicted, "
-            "4 within 10 %)"]
+    if procs > cores:
+        factor = crowding_factor(costs, Machines(args.ranks_per_machine, 1, cores, workers=args.num_workers))
+        words.append(f"{procs} processes a machine on {cores} cores: the model shares the cores' time among them"
+                     + (f" and charges {factor:.2f}x for crowding them" if costs.crowding_at > 1 else
+                        " and charges nothing for switching between them (the calibration's ranks had their own "
+                        "cores: not measured; checked on 2 cores before it was: 8 processes ran 22 % slower than "
+                        "predicted)"))
+    return words
 
 
 def _growth_words(costs: Costs) -> str:
