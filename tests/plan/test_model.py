@@ -117,6 +117,17 @@ def test_counts_must_be_for_the_planned_rank_count():
         predict(_costs(), _counts(2), Machines(4), batch_size=10)
 
 
+@pytest.mark.parametrize("at", [0.5, 1.0, 1.0001, 1.3])
+def test_a_crowding_no_calibration_can_measure_is_refused_naming_its_field(at):
+    """4 ranks crowd 1, 2 or 3 cores (4, 2, 4/3 processes a core): a value between 0 and 4/3 would divide the
+    charge by a log2 near 0."""
+    data = dict(_costs().as_dict(), crowding=1.1, crowding_at=at)
+    with pytest.raises(InvalidArgumentError, match="crowding_at"):
+        Costs.read(data)
+    for ok in (0.0, 4 / 3, 2.0, 4.0):
+        assert Costs.read(dict(data, crowding_at=ok)).crowding_at == ok
+
+
 def test_amdahl():
     assert amdahl(1.0, 8) == 1.0 and amdahl(0.0, 8) == 0.125 and math.isclose(amdahl(0.5, 2), 0.75)
 

@@ -133,6 +133,10 @@ class Costs:
                 raise InvalidArgumentError("Costs.read", f"{where}[{key!r}]", value,
                                            "a finite number >= 0" + (" per stage, at most 1" if key == "phi" else "")
                                            + (f" for each of {list(WORKER_COSTS)}" if key == "workers" else ""))
+        at = data.get("crowding_at", 0.0)
+        if at != 0 and at < 4 / 3 - 1e-9:  # the calibration's 4 ranks crowd at most 3 cores: 4 / 3 or more
+            raise InvalidArgumentError("Costs.read", f"{where}['crowding_at']", at,
+                                       "0 (not measured) or the 4-rank run's processes a core, at least 4 / 3")
         return cls(**data)
 
     def for_graph(self, nodes: int, edges: int, train_seeds: Optional[int] = None) -> "Costs":
