@@ -21,25 +21,26 @@ def attempt_prefix(env: Optional[Mapping[str, str]] = None) -> str:
     return f"pyg_dist/attempt_{raw('TORCHELASTIC_RESTART_COUNT', env, '0')}"
 
 
-def attempt_store(world_size: Optional[int], timeout: datetime.timedelta, prefix: str = ""):
-    """A client of torchrun's agent store (``MASTER_ADDR:MASTER_PORT``) with its keys under
+def attempt_store(world_size: Optional[int], timeout: datetime.timedelta, prefix: str = "",
+                  host: Optional[str] = None, port: Optional[int] = None):
+    """A client of torchrun's agent store (``host:port``, default ``MASTER_ADDR:MASTER_PORT``) with its keys under
     ``pyg_dist/attempt_<TORCHELASTIC_RESTART_COUNT>/<prefix>``. torchrun's store outlives an elastic restart,
     and torch's own ``env://`` rendezvous would let a restarted process read the addresses the previous
     attempt's processes left there (and connect to dead ports: measured with torch 2.13's c10d backend)."""
     import torch.distributed as dist
 
-    store = dist.TCPStore(raw("MASTER_ADDR"), int(raw("MASTER_PORT")), world_size, False,
-                          timeout=timeout)
+    host = raw("MASTER_ADDR") if host is None else host
+    port = int(raw("MASTER_PORT")) if port is None else port
+    store = dist.TCPStore(host, port, world_size, False, timeout=timeout)
     return dist.PrefixStore(attempt_prefix() + (f"/{prefix}" if prefix else ""), store)
 
 
-def _own_store(ctx: DistContext, wait: datetime.timedelta):
-    """Outside torchrun: the job's store on ``MASTER_ADDR:MASTER_PORT``, its server (rank 0) bound to that
-    address only (torch's ``env://`` store would listen on every interface)."""
+def _own_store(ctx: DistContext, wait: datetime.timedelta, host: str, port: int):
+    """Outside torchrun: the job's store on ``host:port`` (``MASTER_ADDR:MASTER_PORT``), its server (rank 0)
+    bound to that address only (torch's ``env://`` store would listen on every interface)."""
     import torch.distributed as dist
 
     from pyg_dist.iface import listening_socket
-    host, port = raw("MASTER_ADDR"), int(raw("MASTER_PORT"))
     sock = listening_socket(host, port) if ctx.rank == 0 else None
     store = dist.TCPStore(host, port, ctx.world_size, ctx.rank == 0, timeout=wait, multi_tenant=True,
                           wait_for_workers=False, master_listen_fd=None if sock is None else sock.fileno())
@@ -61,16 +62,19 @@ def init_process_group(backend: str = "gloo", timeout: float = 120.0, ctx: Optio
     if dist.is_initialized():
         return
     ctx = ctx if ctx is not None else DistContext.from_env(num_partitions=1)
-    if not (is_set("MASTER_ADDR") and is_set("MASTER_PORT")):  # a plain `python script.py`
-        hand_down("MASTER_ADDR", ctx.master_addr, to="torch.distributed and this process's stores", keep_set=True)
-        hand_down("MASTER_PORT", str(ctx.master_port), to="torch.distributed and this process's stores", keep_set=True)
-    from pyg_dist.iface import apply_ifname
-    apply_ifname(raw("MASTER_ADDR"))  # gloo binds MASTER_ADDR's interface (or $PYG_DIST_IFNAME's)
+    # torchrun's address, else (a plain `python script.py`) ctx's, handed down once the group formed
+    host = raw("MASTER_ADDR") if is_set("MASTER_ADDR") else ctx.master_addr
+    port = int(raw("MASTER_PORT")) if is_set("MASTER_PORT") else ctx.master_port
+    from pyg_dist.iface import apply_ifname, note_listeners
+    apply_ifname(host)  # gloo binds MASTER_ADDR's interface (or $PYG_DIST_IFNAME's)
     wait = datetime.timedelta(seconds=timeout)
-    store = attempt_store(ctx.world_size, wait) if ctx.use_agent_store else _own_store(ctx, wait)
+    store = attempt_store(ctx.world_size, wait, host=host, port=port) if ctx.use_agent_store \
+        else _own_store(ctx, wait, host, port)
     dist.init_process_group(backend, rank=ctx.rank, world_size=ctx.world_size, timeout=wait, store=store)
-    from pyg_dist.iface import note_listeners
     note_listeners(backend)
+    # what joins later (TensorPipe's RPC, this process's stores, sampler workers) reads the same address
+    hand_down("MASTER_ADDR", host, to="torch.distributed and this process's stores", keep_set=True)
+    hand_down("MASTER_PORT", str(port), to="torch.distributed and this process's stores", keep_set=True)
 
 
 __all__ = ["attempt_prefix", "attempt_store", "init_process_group"]

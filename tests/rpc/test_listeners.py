@@ -114,3 +114,33 @@ def test_default_path_listens_on_master_addr_not_the_hostnames_address():
     assert lines["HOST"] == "10.78.0.1"  # the namespace really resolves the hostname elsewhere
     for rank, (listening, _) in enumerate(json.loads(lines["RESULT"])):
         assert len(listening) >= 2 and all(ip == "127.0.0.1" for ip, _ in listening), (rank, listening)
+
+
+_ONE_RANK = """
+import os, sys
+import torch.distributed as dist
+from pyg_dist.context import DistContext
+from pyg_dist.group import init_process_group
+port = int(sys.argv[1])
+ctx = DistContext(rank=0, world_size=1, num_partitions=1, master_addr="127.0.0.1", master_port=port)
+before = (os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT"))
+init_process_group("gloo", 30, ctx)
+dist.barrier()
+print(before, (os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")), dist.get_world_size())
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("given", [{}, {"MASTER_ADDR": "127.0.0.1"}])
+def test_a_plain_script_joins_on_its_contexts_address_and_hands_it_down(given):
+    """Outside torchrun (no MASTER_ADDR / MASTER_PORT, or only the address) the group forms on the context's
+    address and port, and what joins later (TensorPipe, sampler workers) then reads them from the environment;
+    a variable the user set is kept."""
+    from pyg_dist.testing.world import free_port
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT")} | given
+    out = subprocess.run([sys.executable, "-c", _ONE_RANK, str(port)], env=env, capture_output=True, text=True,
+                         timeout=100)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[0] == f"{(given.get('MASTER_ADDR'), None)} ('127.0.0.1', '{port}') 1"

@@ -49,14 +49,17 @@ def test_an_open_that_answers_in_time_is_unchanged(tmp_path):
 
 
 def test_the_open_bound_grows_with_the_largest_partition(tmp_path):
-    """timeout + the largest partition's own bytes (what is on disk under part_<p>) at OPEN_BYTES_PER_S."""
+    """timeout + the largest partition's own bytes (its listed files on disk under part_<p>) at OPEN_BYTES_PER_S."""
     from pyg_dist.format import read_meta
     folder = tmp_path / "p2"
     Partitioner(pyg_dist.synthetic_graph(400, 4, num_features=16, seed=0), 2, method="random").save(
         folder, progress=False)
     largest = max(sum(f.stat().st_size for f in (folder / f"part_{p}").rglob("*") if f.is_file()
-                      and not f.name.startswith(".")) for p in range(2))
-    assert opening.open_bound(7.0, read_meta(folder)) == pytest.approx(7.0 + largest / opening.OPEN_BYTES_PER_S)
+                      and not f.name.startswith(".") and f.name != "pyg_dist.json")  # the stamp is not listed
+                  for p in range(2))
+    from pyg_dist.format.digests import largest_part_bytes
+    assert largest_part_bytes(read_meta(folder)) == largest
+    assert opening.open_bound(7.0, largest) == pytest.approx(7.0 + largest / opening.OPEN_BYTES_PER_S)
 
 
 def _slow_open_rank(rank, world_size, root, delay):

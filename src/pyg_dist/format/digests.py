@@ -153,6 +153,17 @@ def part_files(meta: M.PartitionMeta, part: int) -> List[str]:
     return sorted(r for r in listed(meta) if Path(r).parts[0] not in others)
 
 
+def largest_part_bytes(meta: M.PartitionMeta) -> int:
+    """Bytes of the largest partition's own listed files (0 for a folder without a file list): what sizes the
+    time every rank allows for opening (:func:`pyg_dist.train.opening.open_bound`)."""
+    parts = {M.part_dir("", p).name: 0 for p in range(meta.num_parts)}
+    for rel, entry in listed(meta).items():
+        top = Path(rel).parts[0]
+        if top in parts:
+            parts[top] += int(entry.get("bytes", 0))
+    return max(parts.values(), default=0)
+
+
 def _size_problem(path: Path, expected: int, actual: int) -> str:
     return (f"holds {actual} bytes but META.json lists {expected}: a file from another partitioning run or a "
             "truncated copy")

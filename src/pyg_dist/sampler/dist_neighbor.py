@@ -58,7 +58,8 @@ def serve_partition(graph_store, feature_store) -> None:
         raise InvalidArgumentError("serve_partition", "feature_store", feature_store, "a LocalFeatureStore")
     rpc.set_partitioning(folder_id(feature_store.partition_meta))  # requests from another one are refused
     if graph_store is not None:
-        graph = SamplingGraph.from_store(_check_graph_store(graph_store))
+        _check_graph_store(graph_store)
+        graph = SamplingGraph.from_store(graph_store)
         # one-hop replies share the store's serving budget with its lookups ($PYG_DIST_SERVE_BUDGET_MB per process)
         rpc.register_callee(ONE_HOP_OP, functools.partial(serve_one_hop, graph, budget=feature_store._budget,
                                                           pool=feature_store._reply_pool), replace=True)

@@ -19,22 +19,13 @@ LOOK_EVERY = 0.5
 OPEN_BYTES_PER_S = 100e6
 
 
-def open_bound(timeout: float, meta) -> float:
-    """Seconds every rank allows for opening the partitions: ``timeout`` plus the largest partition's bytes (its
-    own files, from META.json's file list) at :data:`OPEN_BYTES_PER_S`. The same on every rank (the same META),
-    so ranks that open their partitions fast wait for one that opens a larger one (in the collective after the
-    open) instead of timing out (a folder without a file list: ``timeout``)."""
-    from pathlib import Path
-
-    from pyg_dist.format import meta as M
-    from pyg_dist.format.digests import listed
-    files = listed(meta)
-    parts = {M.part_dir("", p).name: 0 for p in range(meta.num_parts)}
-    for rel, entry in files.items():
-        top = Path(rel).parts[0]
-        if top in parts:
-            parts[top] += int(entry.get("bytes", 0))
-    return float(timeout) + max(parts.values(), default=0) / OPEN_BYTES_PER_S
+def open_bound(timeout: float, part_bytes: int) -> float:
+    """Seconds every rank allows for opening the partitions: ``timeout`` plus the largest partition's bytes
+    (``part_bytes``: :func:`pyg_dist.format.digests.largest_part_bytes`, from META.json's file list) at
+    :data:`OPEN_BYTES_PER_S`. The same on every rank (the same META), so ranks that open their partitions fast
+    wait for one that opens a larger one (in the collective after the open) instead of timing out (a folder
+    without a file list: ``timeout``)."""
+    return float(timeout) + part_bytes / OPEN_BYTES_PER_S
 
 
 def join_group(backend: str, timeout: float, ctx: DistContext, collective: Optional[float] = None) -> None:
@@ -43,15 +34,24 @@ def join_group(backend: str, timeout: float, ctx: DistContext, collective: Optio
     the wait at once as a :class:`~pyg_dist.errors.PeerFailedError`; the bound, as an
     :class:`~pyg_dist.errors.RpcTimeoutError` naming the ranks that never arrived. ``collective``: the group's
     collective timeout until start-up ends (default ``timeout``; :func:`open_bound` while partitions open)."""
-    from pyg_dist.errors import PeerFailedError, RpcTimeoutError
     from pyg_dist.group import init_process_group
     from pyg_dist.rpc import verdict
 
     store = verdict.world_store() if ctx.world_size > 1 else None
     collective = max(timeout, collective or timeout)
-    if store is None:  # one rank, or no store to look in (outside torchrun): torch's own bound holds
+    if store is not None:
+        _join_watched(store, backend, timeout, collective, ctx)
+    else:  # one rank, or no store to look in (outside torchrun): torch's own bound holds
         init_process_group(backend, collective, ctx)
-        return
+
+
+def _join_watched(store, backend: str, timeout: float, collective: float, ctx: DistContext) -> None:
+    """:func:`join_group` where the job's store can be read: the group joins in a thread while this one looks
+    for a published failure line every :data:`LOOK_EVERY` seconds and names the ranks that never arrived."""
+    from pyg_dist.errors import PeerFailedError, RpcTimeoutError
+    from pyg_dist.group import init_process_group
+    from pyg_dist.rpc import verdict
+
     _mark(store, f"arrived/{ctx.rank}")
     box: dict = {}
     thread = threading.Thread(target=_run_into, args=(box, init_process_group, backend, collective, ctx),

@@ -4,8 +4,9 @@ Each step is given its own small settings (:class:`StartupSettings`, made from t
 already checked there) and each timed (:class:`StartupClock`; ``DistEnv.startup_seconds``)::
 
     step    settings         what it does                                                     function
-    world   WorldSettings    PYG_DIST_* variables checked, META read, torchrun's world ->     resolve_world
-                             DistContext, this rank's device and gradient backend
+    world   WorldSettings    PYG_DIST_* variables checked, META read (and its largest         resolve_world
+                             partition's bytes), torchrun's world -> DistContext, this rank's
+                             device and gradient backend
     local   BoundSettings    this process: its CUDA device, the allocator, the failure bound  prepare_process
                              (sampler workers inherit it)
     group   BoundSettings    the process group, its rendezvous watched for a peer that failed join_world_group
@@ -130,8 +131,10 @@ class StartupClock:
 
 @dataclass(frozen=True)
 class World:
-    """What the ``world`` step found: the folder's META, this process's context, device and backend string."""
+    """What the ``world`` step found: the folder's META (and its largest partition's bytes: the ``open`` step's
+    bound grows with them), this process's context, device and backend string."""
     meta: Any
+    part_bytes: int
     ctx: DistContext
     device: torch.device
     backend: str
@@ -141,18 +144,20 @@ def resolve_world(s: WorldSettings) -> World:
     """The ``world`` step. A bad setting here is published (:mod:`pyg_dist.rpc.verdict`) before it is raised:
     the other ranks, other machines too, wait in the rendezvous and read that line instead of timing out."""
     from pyg_dist.format import read_meta
+    from pyg_dist.format.digests import largest_part_bytes
     from pyg_dist.rpc import verdict
     from pyg_dist.train import env_check
     try:
         env_check.validate_env(skip=s.env_overrides)
         meta = read_meta(s.partition_dir)
+        part_bytes = largest_part_bytes(meta)
         ctx = DistContext.from_env(meta.num_parts, num_workers=s.num_workers, rpc_port=s.rpc_port)
         device = rank_device(s, ctx)
         backend = gradient_backend(s, ctx, device, torch.cuda.device_count() if device.type == "cuda" else 0)
     except PyGDistError:
         verdict.publish_in_flight()
         raise
-    return World(meta, ctx, device, backend)
+    return World(meta, part_bytes, ctx, device, backend)
 
 
 def rank_device(s, ctx: DistContext) -> torch.device:
@@ -203,7 +208,7 @@ def join_world_group(world: World, s: BoundSettings) -> float:
     the largest partition may take (:func:`~pyg_dist.train.opening.open_bound`, returned: the ``open`` step's
     bound), so ranks that open a small partition wait for one that opens a large one."""
     from pyg_dist.train.opening import join_group, open_bound
-    bound = open_bound(s.timeout, world.meta)
+    bound = open_bound(s.timeout, world.part_bytes)
     join_group(world.backend, s.timeout, world.ctx, collective=bound)
     return bound
 
