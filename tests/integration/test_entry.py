@@ -2,11 +2,23 @@
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
+import textwrap
+import time
 
 import pytest
 
 from pyg_dist.errors import InvalidArgumentError, PartitionFormatError, RemoteCallError
+from pyg_dist.train import entry
 from pyg_dist.train.entry import one_line, progress, run_main, setup_logging
+
+
+@pytest.fixture(autouse=True)
+def _no_bounded_exit_for_pytest(monkeypatch):
+    """``run_main`` called in this process arms a bounded exit for the failure or interrupt it ends with; the
+    test's end takes it back (pytest's own exit is not that rank's)."""
+    monkeypatch.setitem(entry._NOW, "leaving", None)
 
 
 def _fail(exc):
@@ -37,6 +49,88 @@ def test_run_main_traceback_switch_and_other_errors(capsys, monkeypatch):
     with pytest.raises(SystemExit) as info:
         run_main(lambda argv: None, [])
     assert info.value.code == 0
+
+
+#: A script whose ``main`` leaves a thread that never ends (a thread pool's task, or a plain thread), then ends
+#: as ``HOW`` says: the interpreter's exit would wait for that thread for ever.
+STUCK = textwrap.dedent("""
+    import concurrent.futures, sys, threading
+    from pyg_dist.errors import CheckpointError
+    from pyg_dist.train.entry import run_main
+
+    def stuck_here_for_ever():
+        threading.Event().wait()
+
+    class Finalized:
+        def __del__(self):  # run as Python finalizes this module, after daemon threads were stopped
+            stuck_here_for_ever()
+
+    def main(argv):
+        global last
+        how, where = argv
+        if where == "pool":
+            concurrent.futures.ThreadPoolExecutor(1).submit(stuck_here_for_ever)
+        elif where == "thread":
+            threading.Thread(target=stuck_here_for_ever).start()
+        else:
+            last = Finalized()
+        if how == "interrupt":
+            raise KeyboardInterrupt
+        raise CheckpointError("cannot write /x: No space left on device")
+
+    run_main(main, sys.argv[1:])
+""")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("how,where,status,line", [
+    ("interrupt", "pool", 130, "[rank 0] interrupted"),
+    ("interrupt", "thread", 130, "[rank 0] interrupted"),
+    ("fail", "pool", 1, "[rank 0] CheckpointError: cannot write /x: No space left on device")])
+def test_a_failed_or_interrupted_rank_whose_exit_hangs_ends_after_the_grace_with_its_stacks(tmp_path, how, where,
+                                                                                          status, line):
+    script = tmp_path / "stuck.py"
+    script.write_text(STUCK)
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, str(script), how, where], capture_output=True, text=True, timeout=90)
+    took = time.monotonic() - start
+    assert done.returncode == status, done.stderr
+    assert entry.EXIT_GRACE_S <= took < entry.EXIT_GRACE_S + 30, took
+    err = done.stderr.splitlines()
+    assert err[0] == line, done.stderr      # its own line first, and the last one that names the rank
+    assert [e for e in err if e.startswith("[rank ")] == [line]
+    assert err[1].startswith("pyg_dist (rank 0): the exit still runs 5 s after the rank's last line"), done.stderr
+    assert "in stuck_here_for_ever" in done.stderr   # the stack of the thread that holds the exit
+
+
+@pytest.mark.timeout(120)
+def test_a_hang_in_python_s_late_finalization_is_ended_by_the_backstop(tmp_path):
+    script = tmp_path / "stuck.py"
+    script.write_text(STUCK)
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, str(script), "interrupt", "finalizer"], capture_output=True, text=True,
+                          timeout=90)
+    took = time.monotonic() - start
+    assert done.returncode == 1, done.stderr    # faulthandler's exit status
+    assert entry.EXIT_GRACE_S + 2 <= took < entry.EXIT_GRACE_S + 30, took
+    assert done.stderr.splitlines()[0] == "[rank 0] interrupted", done.stderr
+    assert "Timeout (0:00:07)!" in done.stderr and "in __del__" in done.stderr, done.stderr
+
+
+def test_a_rank_that_ends_cleanly_is_not_cut_short_by_the_bound(tmp_path):
+    """Success is not bounded: a thread the script left running is joined as Python always does."""
+    script = tmp_path / "slow.py"
+    script.write_text(textwrap.dedent("""
+        import sys, threading, time
+        from pyg_dist.train.entry import run_main
+
+        def main(argv):
+            threading.Thread(target=lambda: (time.sleep(7), print("joined"))).start()
+
+        run_main(main, [])
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=90)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "joined\n", "")
 
 
 def test_one_line_of_a_remote_error_keeps_the_remote_exception():

@@ -23,6 +23,12 @@ SLACK = 5.0   # beyond the bound: the survivor reaching its wait, process exit, 
 # once in CI beside another test process (over the 10 s that a 4 s slack allowed).
 
 
+def _agent_tails(work, row: str, chars: int = 6000) -> str:
+    """The end of each agent's log of ``row``'s run (for a failing assertion's message)."""
+    return "\n".join(f"--- {f.name}\n{f.read_text(errors='replace')[-chars:]}"
+                     for f in sorted(work.glob(f"log_{row}.agent*.txt")))
+
+
 def _bench():
     return load_script(BENCH, "bench_faults")
 
@@ -58,8 +64,8 @@ def test_fault_row_ends_every_rank_within_the_bound(setup, row):
         assert all(out["ended"][f"agent {r}"] is not None for r in survivors), out
     else:
         assert out["ended"]["job"] is not None, out                   # torchrun itself ended
-    for r in survivors:
-        assert out["ended"][f"rank {r}"] <= BOUND + SLACK, out
+    for r in survivors:   # a late rank: its agent's log (its last lines, a stack dump of a held exit) says why
+        assert out["ended"][f"rank {r}"] <= BOUND + SLACK, (out, _agent_tails(work, row))
     # a rank that noticed says so in one typed line; under one torchrun the agent may stop the survivor
     # before it notices (SIGTERM: "terminated: SIGTERM ..."; no line before run_main), with one agent per rank
     # nobody does, so every survivor speaks; no survivor ever prints anything but a typed line

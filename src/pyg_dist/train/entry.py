@@ -114,8 +114,11 @@ TERM_GRACE_S = 10.0
 TERM_QUIET_S = 2.0
 #: Exit status of a rank that SIGTERM stopped (128 + 15, as a shell reports it).
 TERM_STATUS = 143
+#: Seconds the interpreter's exit of a failed or interrupted rank may take (after ``main``'s ``finally`` blocks
+#: and its last line) before the rank dumps its threads' stacks and ends: :func:`_bound_exit`.
+EXIT_GRACE_S = 5.0
 _SPEAK = threading.RLock()  # re-entrant: the SIGTERM handler may run in the main thread inside _say
-_NOW: dict = {"spoken": False, "terminating": False, "rank": 0, "pid": None}
+_NOW: dict = {"spoken": False, "terminating": False, "rank": 0, "pid": None, "leaving": None}
 
 
 def _fail(rank: int, exc: BaseException) -> None:
@@ -128,7 +131,57 @@ def _fail(rank: int, exc: BaseException) -> None:
     verdict.publish(line)  # before exiting: survivors quote it instead of guessing
     if _under_torchrun():  # a peer still starting up gets there before torchrun stops it
         verdict.wait_entered(_world_size(), LINGER_S, stop=lambda: _NOW["terminating"])
+    _bound_exit(rank, 1)
     sys.exit(1)
+
+
+def _bound_exit(rank: int, status: int) -> None:
+    """Bounds the interpreter's exit of a failed or interrupted rank: once it starts (``threading``'s exit hook,
+    before non-daemon threads are joined), a rank still alive :data:`EXIT_GRACE_S` later (a thread pool's task
+    blocked, an exit handler waiting) writes every thread's stack to stderr and ends with ``status`` at once:
+    its launcher, which waits 30 s before SIGKILL, and its peers are not held. Its last ``[rank r]`` line stays
+    the one it said. A hang in Python's late finalization (after daemon threads stopped) is caught 2 s later by
+    :func:`faulthandler.dump_traceback_later` (its stacks, status 1). Only in this process: a forked child does
+    not inherit it."""
+    _NOW["leaving"] = (os.getpid(), status, rank)
+    if _NOW.get("exit_armed") == os.getpid():
+        return
+    _NOW["exit_armed"] = os.getpid()
+    started = threading.Event()
+    hook = getattr(threading, "_register_atexit", None)
+    if hook is None:  # no such hook in this Python: atexit's run after the threads were joined
+        return
+    hook(lambda: _exit_started(started))
+    threading.Thread(target=_exit_watch, args=(started,), name="pyg_dist-exit", daemon=True).start()
+
+
+def _exit_started(started: threading.Event) -> None:
+    """The interpreter's exit began (``threading``'s exit hook, in the main thread)."""
+    if (_NOW.get("leaving") or (None,))[0] != os.getpid():
+        return  # run_main's exit was taken back (a test) or belongs to another process
+    import faulthandler
+    try:  # the backstop, in C: Python's late finalization stops daemon threads like _exit_watch
+        faulthandler.dump_traceback_later(EXIT_GRACE_S + 2.0, exit=True, file=sys.stderr)
+    except (OSError, ValueError, RuntimeError):
+        pass
+    started.set()
+
+
+def _exit_watch(started: threading.Event) -> None:
+    started.wait()
+    time.sleep(EXIT_GRACE_S)
+    leaving = _NOW.get("leaving")
+    if not leaving or leaving[0] != os.getpid():
+        return
+    import faulthandler
+    try:
+        sys.stderr.write(f"pyg_dist (rank {leaving[2]}): the exit still runs {EXIT_GRACE_S:g} s after the "
+                         f"rank's last line; its threads' stacks follow, then it ends with status {leaving[1]}\n")
+        sys.stderr.flush()
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+    except (OSError, ValueError, RuntimeError):  # a closed stderr: end anyway
+        pass
+    os._exit(leaving[1])
 
 
 def _say(line: str) -> None:
@@ -189,6 +242,7 @@ def _run(main: Callable[[Optional[Sequence[str]]], object], argv: Optional[Seque
         _fail(rank, peer)
     except KeyboardInterrupt:
         _say(f"[rank {rank}] interrupted")
+        _bound_exit(rank, 130)
         sys.exit(130)
     _flush(sys.stdout)
     sys.exit(0)
