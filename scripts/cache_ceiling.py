@@ -58,9 +58,9 @@ def main(argv=None) -> None:
     p.add_argument("--ratios", type=float, nargs="+", default=[0.1, 0.25, 0.5, 1.0])
     args = p.parse_args(argv)
 
+    from pyg_dist.cache.fill import budget_rows, cached_attrs
+    from pyg_dist.cache.ranking import degree_ranking
     from pyg_dist.sampler.neighbor import NeighborSampler
-    from pyg_dist.store.cache.fill import budget_rows, cached_attrs
-    from pyg_dist.store.cache.ranking import degree_ranking
     data, (gs, fs) = whole_graph(args.folder)
     sampler = NeighborSampler(data, args.fanouts)
     own, n = fs.get_global_id(), data.num_nodes

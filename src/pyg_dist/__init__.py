@@ -24,6 +24,8 @@ from pyg_dist._lazy import lazy_names
 from pyg_dist._version import __version__
 
 if TYPE_CHECKING:  # visible to IDEs and type checkers; imported on first use at run time
+    from pyg_dist.cache.device import DeviceFeatureCache, build_device_cache
+    from pyg_dist.cache.rows import FeatureCache
     from pyg_dist.context import DistContext
     from pyg_dist.datasets.planetoid import load_planetoid
     from pyg_dist.datasets.registry import load_dataset
@@ -55,8 +57,6 @@ if TYPE_CHECKING:  # visible to IDEs and type checkers; imported on first use at
     from pyg_dist.sampler.dist_neighbor import DistNeighborSampler, serve_partition
     from pyg_dist.sampler.neighbor import NeighborSampler
     from pyg_dist.sampler.stats import SamplerStats
-    from pyg_dist.store.cache.device import DeviceFeatureCache, build_device_cache
-    from pyg_dist.store.cache.rows import FeatureCache
     from pyg_dist.store.feature_store import LocalFeatureStore
     from pyg_dist.store.graph_store import LocalGraphStore
     from pyg_dist.store.open import load_stores
@@ -95,9 +95,9 @@ _LAZY = {
     "LocalGraphStore": "pyg_dist.store.graph_store",
     "LocalFeatureStore": "pyg_dist.store.feature_store",
     "load_stores": "pyg_dist.store.open",
-    "FeatureCache": "pyg_dist.store.cache.rows",
-    "DeviceFeatureCache": "pyg_dist.store.cache.device",
-    "build_device_cache": "pyg_dist.store.cache.device",
+    "FeatureCache": "pyg_dist.cache.rows",
+    "DeviceFeatureCache": "pyg_dist.cache.device",
+    "build_device_cache": "pyg_dist.cache.device",
     "build_cache": "pyg_dist.sampler.cache_policy",
     "serve_partition": "pyg_dist.sampler.dist_neighbor",
     "Partitioner": "pyg_dist.partition.partitioner",

@@ -9,11 +9,11 @@ import shutil
 import pytest
 import torch
 
+from pyg_dist.cache.file import read_feature_cache
 from pyg_dist.datasets import synthetic_graph
 from pyg_dist.errors import InvalidArgumentError, PartitionFormatError
 from pyg_dist.format import load_original_ids, load_partition, read_meta
 from pyg_dist.format import meta as M
-from pyg_dist.format.cache_file import read_feature_cache
 from pyg_dist.format.precision import batch_value, parse_dtype
 from pyg_dist.loader.dist_base import batch_dtype
 from pyg_dist.partition import Partitioner

@@ -146,9 +146,9 @@ def test_buffer_pool_pins_only_while_a_stage_runs_in_its_own_process():
 def test_move_batch_without_a_cache_refuses_cached_rows():
     from torch_geometric.data import Data
 
+    from pyg_dist.cache.device import DeviceRows
     from pyg_dist.errors import PyGDistError
     from pyg_dist.loader.batch import HostBatch
-    from pyg_dist.store.cache.device import DeviceRows
     d = Data(n_id=torch.arange(3))
     rows = {"_N": DeviceRows(3, torch.tensor([0]), torch.tensor([0]), torch.tensor([1, 2]))}
     with pytest.raises(PyGDistError, match="no gpu_cache"):
@@ -161,9 +161,9 @@ def _graph():
 
 
 def _cache_rank(rank, world_size, root, cache_ratio):
+    from pyg_dist.cache.device import build_device_cache
     from pyg_dist.format import load_original_ids
     from pyg_dist.loader.dist_node_loader import DistNeighborLoader
-    from pyg_dist.store.cache.device import build_device_cache
     from pyg_dist.train.session import TrainConfig, dist_session
 
     data, orig = _graph(), load_original_ids(root)["_N"]
@@ -212,9 +212,9 @@ def test_device_cache_batches_equal_host_batches(tmp_path, cache_ratio):
 
 
 def test_build_device_cache_takes_the_most_reached_rows(tmp_path):
+    from pyg_dist.cache.device import build_device_cache
     from pyg_dist.format import load_original_ids
     from pyg_dist.store import load_stores
-    from pyg_dist.store.cache.device import build_device_cache
 
     data = _graph()
     root = tmp_path / "one"
@@ -243,9 +243,9 @@ def test_build_device_cache_takes_the_most_reached_rows(tmp_path):
 def test_device_cache_ranks_owned_rows_by_the_host_caches_count_in_a_hybrid_folder(tmp_path):
     """A hybrid folder holds every destination's in-edges; the device cache's owned rows are ranked by the
     in-edges of OWNED nodes only, as the host cache ranks remote rows (it counted every edge before)."""
+    from pyg_dist.cache.ranking import owned_degree_ranking
     from pyg_dist.format import load_original_ids
     from pyg_dist.store import load_stores
-    from pyg_dist.store.cache.ranking import owned_degree_ranking
 
     data = _graph()
     root = tmp_path / "hybrid"

@@ -149,17 +149,17 @@ def test_cached_rows_are_read_there_not_fetched():
 
 
 def test_the_replayed_cache_is_the_one_the_product_fills(tmp_path):
-    """The product's own degree ranking (pyg_dist.store.cache.ranking, on the partition folder's stores) against
+    """The product's own degree ranking (pyg_dist.cache.ranking, on the partition folder's stores) against
     the replay's, on the same partitions: the same counts rank for rank, the same nodes above the last count
     (ties may order differently: the product breaks them by folder id, the replay by original id)."""
     from torch_geometric.data import Data
 
+    from pyg_dist.cache.ranking import degree_ranking
     from pyg_dist.format import meta as M
     from pyg_dist.partition import Partitioner
     from pyg_dist.plan.replay import cache_masks
     from pyg_dist.plan.source import folder_owner
     from pyg_dist.store import load_stores
-    from pyg_dist.store.cache.ranking import degree_ranking
     graph, ei = _graph(n=120, extra=300)
     Partitioner(Data(edge_index=ei, num_nodes=120, x=torch.randn(120, 4)), 2, method="random").save(
         tmp_path / "p2", progress=False)

@@ -173,4 +173,4 @@ def test_the_module_page_says_what_each_module_is_and_where_it_may_reach(tmp_pat
     assert module_map.missing_docstrings(root) == ["pyg_dist.format.c"]
     page = module_map.render_page(root)
     assert "| `pyg_dist.store.a` | One store: the rows. | format |" in page
-    assert "## store" in page and "May import: core, ops, format, rpc." in page
+    assert "## store" in page and "May import: core, ops, format, cache, rpc." in page

@@ -6,7 +6,6 @@
 - :mod:`.book`: the partition book (:class:`PartitionBook`, a range table; :class:`DensePartitionBook` for
   folders PyG's ``Partitioner`` wrote), the only place that translates global ids.
 - :mod:`.reader` (+ :mod:`.pyg_compat`): one partition loaded as typed dicts (:func:`load_partition`).
-- :mod:`.cache_file`: the cache files and the degree ranking shared by the partitioner and the runtime.
 - :mod:`.digests` / :mod:`.verified`: file digests and the folder id; the content check at open (default: whole
   files once per machine, remembered).
 
@@ -27,7 +26,6 @@ from pyg_dist._lazy import lazy_names
 
 if TYPE_CHECKING:  # visible to IDEs and type checkers; imported on first use at run time
     from pyg_dist.format.book import DensePartitionBook, PartitionBook
-    from pyg_dist.format.cache_file import CacheEntry
     from pyg_dist.format.data import EdgeFeats, GraphPart, NodeFeats, PartitionData
     from pyg_dist.format.identity import folder_id
     from pyg_dist.format.meta import PartitionMeta, read_meta, write_meta
@@ -52,7 +50,6 @@ _LAZY = {
     "NodeEntry": "pyg_dist.format.schema",
     "EdgeEntry": "pyg_dist.format.schema",
     "TopologyCacheEntry": "pyg_dist.format.schema",
-    "CacheEntry": "pyg_dist.format.cache_file",
     "folder_id": "pyg_dist.format.identity",
 }
 

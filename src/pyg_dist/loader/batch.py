@@ -67,7 +67,7 @@ def graph_batch(out: Union[SamplerOutput, HeteroSamplerOutput], features=None, c
 
 class HostBatch(NamedTuple):
     """What the batch stage of a distributed loader hands on: the batch; per node type a GPU cache holds, the plan
-    (:class:`~pyg_dist.store.cache.device.DeviceRows`) that puts those rows together on the GPU from the cache and
+    (:class:`~pyg_dist.cache.device.DeviceRows`) that puts those rows together on the GPU from the cache and
     the host rows it carries (``None``: no GPU cache); and the batch's clock
     (:class:`~pyg_dist.sampler.timing.StageTimes`: sampling, rows, assembly). The loader's iterator takes the clock
     (:class:`~pyg_dist.loader.pipeline.StageRecorder`) and hands the device stage, or the caller, the rest."""

@@ -18,7 +18,7 @@ Order and exactly-once are the loader's: the stage hands batches over in the ord
 by one. Without CUDA (``device=None`` or ``"cpu"``) no stage is made; ``device="cuda"`` on a machine without
 CUDA is an :class:`~pyg_dist.errors.InvalidArgumentError`.
 
-With a GPU feature cache (:mod:`pyg_dist.store.cache.device`) the batch's cached node attributes are built on
+With a GPU feature cache (:mod:`pyg_dist.cache.device`) the batch's cached node attributes are built on
 the GPU: the cached rows are gathered there and only the host rows of the other ids are copied.
 
 Example:
@@ -39,11 +39,11 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data, HeteroData
 
+from pyg_dist.cache.device import DeviceFeatureCache, normal_device
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
 from pyg_dist.format.precision import batch_value
 from pyg_dist.loader.batch import HostBatch
 from pyg_dist.store.buffers import buffer_pool
-from pyg_dist.store.cache.device import DeviceFeatureCache, normal_device
 
 #: Seconds the consumer waits between checks that the stage's thread is still alive.
 _POLL = 1.0

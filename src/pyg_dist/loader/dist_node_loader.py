@@ -138,7 +138,7 @@ class DistNeighborLoader(NodeLoader, DistPipelineLoader):
             CUDA device (pinned host memory, copied on a side stream one batch ahead of the step). Default
             ``"auto"``: the ``device`` of a ``DistEnv`` ``data`` (``dist_session``'s; ``cuda:LOCAL_RANK`` with
             CUDA), else ``None``. ``"cuda"`` without CUDA is an ``InvalidArgumentError``.
-        gpu_cache: A :class:`~pyg_dist.store.cache.device.DeviceFeatureCache` on ``device``: the node rows it
+        gpu_cache: A :class:`~pyg_dist.cache.device.DeviceFeatureCache` on ``device``: the node rows it
             holds are neither gathered on the host nor copied per batch. Default ``"auto"``: the
             ``DistEnv``'s (``TrainConfig.gpu_cache_bytes``) when on the loader's device, else ``None``.
         **kwargs: ``DataLoader`` arguments (``batch_size``, ``shuffle``, ``drop_last``,

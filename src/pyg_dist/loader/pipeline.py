@@ -40,8 +40,8 @@ from pyg_dist.loader.epoch import KeyedDataLoader
 from pyg_dist.sampler.timing import StageTimes
 
 if TYPE_CHECKING:
+    from pyg_dist.cache.device import DeviceFeatureCache
     from pyg_dist.loader.seed_split import SeedShare
-    from pyg_dist.store.cache.device import DeviceFeatureCache
 
 
 class PipelineLoader(KeyedDataLoader):

@@ -58,7 +58,7 @@ class Partitioner:
         recursive: METIS by multilevel recursive bisection instead of k-way (``metis`` and ``hybrid``).
         cache_ratio: Also write each partition's remote-feature cache (``feature_cache.pt``): the remote
             nodes with the most edges into the partition, as many as this fraction of the partition's
-            own feature bytes allows (``None``: no cache; see :mod:`pyg_dist.store.cache`). The stores
+            own feature bytes allows (``None``: no cache; see :mod:`pyg_dist.cache`). The stores
             use it with no RPC at start-up.
         cache_topology: With ``cache_ratio``, also write the in-edges of the cached nodes
             (``topology_cache.pt``): the sampler expands them here instead of asking their owner.

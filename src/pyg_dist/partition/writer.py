@@ -21,16 +21,16 @@ from tqdm.auto import tqdm
 
 from pyg_dist import _fsio
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE, EdgeType, NodeType, untyped
-from pyg_dist.errors import InvalidArgumentError
-from pyg_dist.format import meta as M
-from pyg_dist.format.cache_file import (
+from pyg_dist.cache.file import (
     DEFAULT_CACHE_ATTRS,
     CacheEntry,
-    degree_ranked,
     rows_within,
     save_feature_cache,
     save_topology_cache,
 )
+from pyg_dist.cache.ranking import degree_ranked
+from pyg_dist.errors import InvalidArgumentError
+from pyg_dist.format import meta as M
 from pyg_dist.format.schema import WEIGHT, EdgeEntry, GraphEntry, NodeEntry, TopologyCacheEntry
 from pyg_dist.partition.renumber import EdgeOrder, NodeOrder
 from pyg_dist.partition.source import TypedGraph
@@ -215,7 +215,7 @@ def write_caches(root: Path, g: TypedGraph, nodes: Dict[NodeType, NodeOrder], ed
                  num_parts: int, cache_ratio: float, fingerprint: str, topology: bool = False) -> None:
     """``part_<i>/feature_cache.pt``: per node type the remote nodes with the most edges into partition
     ``i``'s owned nodes (policy ``"degree"``), as many as ``cache_ratio`` of the partition's own bytes of
-    the cached attributes allow, with their rows (see :mod:`pyg_dist.store.cache`). With ``topology``
+    the cached attributes allow, with their rows (see :mod:`pyg_dist.cache`). With ``topology``
     also ``part_<i>/topology_cache.pt``: the in-edges of those nodes (:func:`topology_entries`)."""
     for p in range(num_parts):
         entries = {}

@@ -1,5 +1,5 @@
-"""Building a :class:`~pyg_dist.store.cache.rows.FeatureCache` by policy: ``"degree"`` (the store's own ranking,
-:func:`~pyg_dist.store.cache.ranking.degree_ranking`) or ``"presample"`` (warm-up batches of this sampler count
+"""Building a :class:`~pyg_dist.cache.rows.FeatureCache` by policy: ``"degree"`` (the store's own ranking,
+:func:`~pyg_dist.cache.ranking.degree_ranking`) or ``"presample"`` (warm-up batches of this sampler count
 the remote nodes they reach). The policy lives here, above the store, because presampling needs the sampler;
 the store keeps only the ranking-agnostic parts (budget, bulk fill).
 
@@ -15,11 +15,10 @@ from typing import Dict, Optional, Sequence
 import torch
 from torch import Tensor
 
+from pyg_dist.cache.fill import budget_rows, cached_attrs, fill_rows, fill_rows_collective
+from pyg_dist.cache.ranking import degree_ranking, owned_mask, rank_by_count
+from pyg_dist.cache.rows import FeatureCache
 from pyg_dist.errors import InvalidArgumentError, check_choice, check_positive_int
-from pyg_dist.format.cache_file import rank_by_count
-from pyg_dist.store.cache.fill import budget_rows, cached_attrs, fill_rows, fill_rows_collective
-from pyg_dist.store.cache.ranking import degree_ranking, owned_mask
-from pyg_dist.store.cache.rows import FeatureCache
 
 POLICIES = ("degree", "presample")
 _WHERE = "build_cache"

@@ -74,7 +74,7 @@ def _check_graph_store(gs):
 
 
 def _check_device_index(index):
-    from pyg_dist.store.cache.device import DeviceRowIndex
+    from pyg_dist.cache.device import DeviceRowIndex
     if index is not None and not isinstance(index, DeviceRowIndex):
         raise InvalidArgumentError(_WHERE, "device_index", index, "None or a DeviceRowIndex (gpu_cache.index)")
     return index
@@ -142,8 +142,8 @@ class DistNeighborSampler(SamplerBase):
             offset per row, ~4x fewer bytes for float32; each element within ``scale / 2`` of its value, ``scale =
             (max - min) / 255`` over its row, plus float32 rounding: :mod:`pyg_dist.store.quant`). Local and
             cached rows, labels, masks, ids and times stay exact.
-        device_index: A :class:`~pyg_dist.store.cache.device.DeviceRowIndex` (``gpu_cache.index`` of a
-            :class:`~pyg_dist.store.cache.device.DeviceFeatureCache`): the node rows it holds are not fetched and
+        device_index: A :class:`~pyg_dist.cache.device.DeviceRowIndex` (``gpu_cache.index`` of a
+            :class:`~pyg_dist.cache.device.DeviceFeatureCache`): the node rows it holds are not fetched and
             arrive in ``metadata.features.device`` (the loader's device stage fills them). Default ``None``.
 
     Example:

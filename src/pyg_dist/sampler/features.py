@@ -81,7 +81,7 @@ async def fetch_features_async(feature_store, node: Dict[NodeType, Tensor], edge
         stats: Counters to update, or ``None``.
         remote_rows: Wire format of the rows other partitions send: ``"exact"`` or ``"int8"`` (quantised
             floating feature rows, within the bound of :mod:`pyg_dist.store.quant`; local and cached rows exact).
-        device_index: A :class:`~pyg_dist.store.cache.device.DeviceRowIndex`: node types whose attributes it
+        device_index: A :class:`~pyg_dist.cache.device.DeviceRowIndex`: node types whose attributes it
             holds are looked up for the ids it does not hold only; they arrive in ``FeatureBatch.device``.
     """
     ids: Dict[Union[NodeType, EdgeType], Tensor] = {t: v for t, v in node.items() if t in node_attrs}

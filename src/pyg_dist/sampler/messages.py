@@ -116,7 +116,7 @@ class FeatureBatch:
     """
     node: Dict[NodeType, Dict[str, Tensor]] = field(default_factory=dict)
     edge: Dict[EdgeType, Dict[str, Tensor]] = field(default_factory=dict)
-    #: Node types whose rows a device cache serves (:mod:`pyg_dist.store.cache.device`): per type a
+    #: Node types whose rows a device cache serves (:mod:`pyg_dist.cache.device`): per type a
     #: ``DeviceRows`` (cached positions and the host rows of the others); such a type is not in ``node``.
     device: Dict[NodeType, Any] = field(default_factory=dict)
 

@@ -17,7 +17,7 @@ Names follow ``torch_geometric.distributed`` where the meaning matches. Typical 
         x = feats.lookup_features(torch.tensor([0, 123456]))  # local and remote rows, in order
         feats.set_cache(build_cache(graph, feats, "presample", cache_ratio=0.25, num_neighbors=[15, 10, 5]))
 
-The caches live in one subpackage, :mod:`pyg_dist.store.cache`: a remote-feature cache (``rows``) keeps copies
+The caches live in one subpackage, :mod:`pyg_dist.cache`: a remote-feature cache (``rows``) keeps copies
 of the remote rows batches ask for most (the partitioner can write one into the folder, ``--cache-ratio``, then
 it is used with no RPC); a GPU cache (``device``) keeps a partition's hottest rows on the training GPU; both take
 rows in one degree ranking (``ranking``) within a budget (``fill``).
@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING
 from pyg_dist._lazy import lazy_names
 
 if TYPE_CHECKING:  # visible to IDEs and type checkers; imported on first use at run time
-    from pyg_dist.store.cache.device import DeviceFeatureCache, build_device_cache
-    from pyg_dist.store.cache.rows import FeatureCache
+    from pyg_dist.cache.device import DeviceFeatureCache, build_device_cache
+    from pyg_dist.cache.rows import FeatureCache
     from pyg_dist.store.feature_store import GlobalTensorAttr, LocalFeatureStore
     from pyg_dist.store.folder import open_partition
     from pyg_dist.store.graph_store import LocalGraphStore
@@ -44,9 +44,9 @@ _LAZY = {
     "GlobalTensorAttr": "pyg_dist.store.feature_store",
     "load_stores": "pyg_dist.store.open",
     "open_partition": "pyg_dist.store.folder",
-    "FeatureCache": "pyg_dist.store.cache.rows",
-    "DeviceFeatureCache": "pyg_dist.store.cache.device",
-    "build_device_cache": "pyg_dist.store.cache.device",
+    "FeatureCache": "pyg_dist.cache.rows",
+    "DeviceFeatureCache": "pyg_dist.cache.device",
+    "build_device_cache": "pyg_dist.cache.device",
     "LOOKUP_OP": "pyg_dist.store.lookup",
     "FeatureQuery": "pyg_dist.store.lookup",
     "LookupRequest": "pyg_dist.store.lookup",

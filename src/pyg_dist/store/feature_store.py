@@ -16,13 +16,13 @@ from torch_geometric.data import FeatureStore, TensorAttr
 from torch_geometric.data.feature_store import _FieldStatus
 
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE
+from pyg_dist.cache.rows import FeatureCache
 from pyg_dist.errors import InvalidArgumentError, PyGDistError
 from pyg_dist.format import meta as M
 from pyg_dist.format.book import PartitionBook
 from pyg_dist.format.data import PartitionData
 from pyg_dist.store import lookup, serving
 from pyg_dist.store.buffers import gather_rows
-from pyg_dist.store.cache.rows import FeatureCache
 from pyg_dist.store.folder import PartitionStoreMixin
 from pyg_dist.store.limits import ByteBudget
 from pyg_dist.store.quant import RowCodes
@@ -229,7 +229,7 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
     # ------------------------------------------------------------------ remote-feature cache
     @property
     def cache(self) -> Optional[FeatureCache]:
-        """The :class:`~pyg_dist.store.cache.rows.FeatureCache` lookups consult before asking an owner, or None."""
+        """The :class:`~pyg_dist.cache.rows.FeatureCache` lookups consult before asking an owner, or None."""
         return self._cache
 
     def set_cache(self, cache: Optional[FeatureCache]) -> None:
@@ -242,7 +242,7 @@ class LocalFeatureStore(PartitionStoreMixin, FeatureStore):
         """
         where = f"{_WHERE}.set_cache"
         if cache is not None and not isinstance(cache, FeatureCache):
-            raise InvalidArgumentError(where, "cache", cache, "a pyg_dist.store.cache.rows.FeatureCache or None")
+            raise InvalidArgumentError(where, "cache", cache, "a pyg_dist.cache.rows.FeatureCache or None")
         for t, e in (cache.entries.items() if cache is not None else ()):
             if t not in self.node_types:
                 raise InvalidArgumentError(where, "cache", f"type {t!r}", f"node types of the folder {self.node_types}")

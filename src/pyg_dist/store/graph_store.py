@@ -22,9 +22,9 @@ from torch_geometric.data import EdgeAttr, GraphStore
 from torch_geometric.data.graph_store import EdgeLayout
 
 from pyg_dist._types import HOMO_EDGE, HOMO_NODE
+from pyg_dist.cache.file import read_topology_cache
 from pyg_dist.errors import InvalidArgumentError, PartitionFormatError, PyGDistError
 from pyg_dist.format import meta as M
-from pyg_dist.format.cache_file import read_topology_cache
 from pyg_dist.format.data import GraphPart, PartitionData
 from pyg_dist.format.schema import TopologyCacheEntry
 from pyg_dist.format.validate import check_ids

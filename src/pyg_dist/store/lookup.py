@@ -139,7 +139,7 @@ def plan_lookup(book, part: int, queries: Sequence[FeatureQuery], cache=None, re
         book: The folder's partition book.
         part: The partition answering locally (the store's partition).
         queries: The queries, ids already validated as 1-D int64.
-        cache: A :class:`~pyg_dist.store.cache.rows.FeatureCache`: remote-owned ids it holds (for every
+        cache: A :class:`~pyg_dist.cache.rows.FeatureCache`: remote-owned ids it holds (for every
             attribute of the query) are answered from it and never requested.
         remote_rows: The wire format every request asks for (``"exact"`` or ``"int8"``).
     """
@@ -341,7 +341,7 @@ def start_lookup(book, part: int, column: Callable[[Group, str], Tensor], querie
         queries: Validated queries.
         finish: Turns the per-query dicts into the caller's result (runs once, when complete).
         timeout: Seconds per remote call (default: ``init_rpc``'s ``call_timeout``).
-        cache: The store's :class:`~pyg_dist.store.cache.rows.FeatureCache`, or ``None``.
+        cache: The store's :class:`~pyg_dist.cache.rows.FeatureCache`, or ``None``.
         remote_rows: Wire format of the remote rows: ``"exact"`` or ``"int8"`` (:mod:`pyg_dist.store.quant`;
             local and cached rows stay exact).
     """

@@ -7,10 +7,11 @@ Stages, from the ground up (a stage imports only the stages listed for it, and i
                envvars (the PYG_DIST_* table), _fsio (durable writes)
     ops        kernels                                  -> core
     format     the partition folder as a format         -> core, ops
-    datasets   graph sources                            -> core, ops, format
-    partition  offline writers (+ ooc/)                 -> core, ops, format, datasets
-    rpc        the runtime                              -> core, ops, format
-    store      one partition per process                -> core, ops, format, rpc (remote rows)
+    cache      the caches, their ranking and files      -> core, ops, format
+    datasets   graph sources                            -> core, ops, format, cache
+    partition  offline writers (+ ooc/)                 -> core, ops, format, cache, datasets
+    rpc        the runtime                              -> core, ops, format, cache
+    store      one partition per process                -> core, ops, format, cache, rpc (remote rows)
     sampler    seeds -> hops -> features                -> ... store
     loader     PyG loaders                              -> ... sampler
     embedding  learnable partitioned rows               -> ... loader
@@ -20,7 +21,8 @@ Stages, from the ground up (a stage imports only the stages listed for it, and i
     plan       the planner (pyg-dist-plan)              -> the runtime, datasets, partition, testing
     pyg_dist   the package's own lazy table             -> anything
 
-The runtime stages (store and up) never import ``partition``; ``partition`` never imports the runtime.
+The runtime stages (store and up) never import ``partition``; ``partition`` never imports the runtime. ``cache``
+is shared by both: the partitioner writes a folder's cache files, the runtime reads and fills its caches.
 
 Example:
     >>> from pyg_dist.testing.house import stage_violations, circles
@@ -34,14 +36,14 @@ from pathlib import Path
 from typing import Dict, List, Optional, Set, Tuple
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
-_RUNTIME = ["core", "ops", "format", "rpc", "store", "sampler", "loader", "embedding", "train", "tma"]
+_RUNTIME = ["core", "ops", "format", "cache", "rpc", "store", "sampler", "loader", "embedding", "train", "tma"]
 #: Stage -> the stages it may import besides itself.
 ALLOWED: Dict[str, Set[str]] = {
     "core": set(),
     "ops": {"core"},
     "format": {"core", "ops"},
-    "datasets": {"core", "ops", "format"},
-    "partition": {"core", "ops", "format", "datasets"},
+    "datasets": {"core", "ops", "format", "cache"},
+    "partition": {"core", "ops", "format", "cache", "datasets"},
     **{s: set(_RUNTIME[:i]) for i, s in enumerate(_RUNTIME) if i >= 3},
     "distributed": set(_RUNTIME) | {"datasets", "partition"},
     "testing": set(_RUNTIME) | {"datasets", "partition"},

@@ -20,11 +20,12 @@ from typing import Dict, List
 from pyg_dist.testing import house
 
 #: The stages in the page's order: the ground first, then up the runtime, then what sits beside it.
-ORDER = ["core", "ops", "format", "datasets", "partition", "rpc", "store", "sampler", "loader", "embedding", "train",
-         "tma", "distributed", "testing", "pyg_dist"]
+ORDER = ["core", "ops", "format", "cache", "datasets", "partition", "rpc", "store", "sampler", "loader", "embedding",
+         "train", "tma", "distributed", "testing", "pyg_dist"]
 WHAT = {
     "core": "errors, ids, context, process group, timeouts, the PYG_DIST_* table, durable writes",
     "ops": "kernels (numba, with torch twins)", "format": "the partition folder as a format",
+    "cache": "the caches: host rows, ranking, fill, device rows, their files",
     "datasets": "graph sources", "partition": "offline writers (in memory and out of core)",
     "rpc": "the runtime: one transport seam, two transports", "store": "one partition per process",
     "sampler": "seeds -> hops -> features", "loader": "PyG loaders, one-machine and distributed",

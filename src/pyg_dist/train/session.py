@@ -60,7 +60,7 @@ class TrainConfig:
             ``cpu``), ``"cpu"``, ``"cuda"`` (the same GPU rule) or ``"cuda:N"``. ``wrap_ddp`` puts the model there and
             the distributed loaders built on the ``DistEnv`` deliver batches there (:mod:`pyg_dist.loader.device`).
         gpu_cache_bytes: Keep this many bytes of the partition's hottest node rows on the GPU
-            (:mod:`pyg_dist.store.cache.device`: the remote-feature cache's rows first, then owned rows by in-edge
+            (:mod:`pyg_dist.cache.device`: the remote-feature cache's rows first, then owned rows by in-edge
             count); the loaders built on the ``DistEnv`` then gather those rows there instead of copying them per
             batch. ``None`` (default): no GPU cache. Needs a CUDA ``device``.
         rpc_port: RPC's own port (default ``$PYG_DIST_RPC_PORT`` or ``MASTER_PORT + 1``).
@@ -86,7 +86,7 @@ class TrainConfig:
             :mod:`pyg_dist.format.verified`), so flipped bytes or a same-size file from another run are refused
             at open. ``True``:
             every time (shared files too); ``False``: sizes and sampled blocks only.
-        cache_ratio: Fill a remote-feature cache at start-up (:mod:`pyg_dist.store.cache`): copies of the
+        cache_ratio: Fill a remote-feature cache at start-up (:mod:`pyg_dist.cache`): copies of the
             remote rows ranked first by ``cache_policy``, within this fraction of the partition's own
             feature bytes. ``None`` (default): the folder's ``feature_cache.pt`` if the partitioner wrote
             one (``--cache-ratio``), else no cache.
@@ -210,7 +210,7 @@ class DistEnv:
         ctx: This process's :class:`~pyg_dist.context.DistContext`.
         device: ``TrainConfig.device``, by default ``cuda:LOCAL_RANK % GPUs`` with CUDA, else ``cpu``.
         graph_store / feature_store: This rank's partition (``LocalGraphStore`` / ``LocalFeatureStore``).
-        gpu_cache: The :class:`~pyg_dist.store.cache.device.DeviceFeatureCache` of ``TrainConfig.gpu_cache_bytes``,
+        gpu_cache: The :class:`~pyg_dist.cache.device.DeviceFeatureCache` of ``TrainConfig.gpu_cache_bytes``,
             or ``None``; the distributed loaders built on this env use it.
         startup_seconds: Wall seconds of each start-up step (:mod:`pyg_dist.train.startup`), in order:
             ``world``, ``local``, ``group``, ``open``, ``rpc``, ``caches``.

@@ -228,8 +228,8 @@ def start_rpc(s: RpcSettings, ctx: DistContext, graph_store, feature_store) -> N
 def build_caches(s: CacheSettings, world: World, graph_store, feature_store) -> Optional[Any]:
     """The ``caches`` step (every rank at once): the remote-row cache (over RPC when this rank is in the RPC
     world, else through the process group) set on ``feature_store``; then the GPU cache, returned (or ``None``)."""
+    from pyg_dist.cache.device import build_device_cache
     from pyg_dist.sampler.cache_policy import build_cache
-    from pyg_dist.store.cache.device import build_device_cache
     ctx = world.ctx
     if s.ratio is not None:
         if not ctx.joins_rpc and s.policy == "presample":

@@ -4,7 +4,7 @@ On the reference graph a quarter of every batch's feature rows belong to other p
 partitioning does better (``scripts/locality_ceiling.py``). Features do not change during training,
 so a partition can keep copies of the remote rows its batches ask for most; the feature lookup then
 reads owned rows locally, cached rows from here, and only the rest from their owners
-(:func:`pyg_dist.store.lookup.plan_lookup`). Which rows: :mod:`pyg_dist.store.cache.ranking`.
+(:func:`pyg_dist.store.lookup.plan_lookup`). Which rows: :mod:`pyg_dist.cache.ranking`.
 
 Layout: per node type a SORTED int64 array of global ids and, per cached attribute, one row per id.
 The ids are the persistent form (``part_<i>/feature_cache.pt``, written by the partitioner, or a
@@ -35,8 +35,8 @@ import torch
 from torch import Tensor
 
 from pyg_dist._types import HOMO_NODE
+from pyg_dist.cache.file import CacheEntry, read_feature_cache, save_feature_cache
 from pyg_dist.errors import InvalidArgumentError, PartitionFormatError
-from pyg_dist.format.cache_file import CacheEntry, read_feature_cache, save_feature_cache
 
 #: Largest slot map (bytes) a process builds; above it, lookups binary-search the sorted ids.
 SLOT_MAP_LIMIT = 1 << 30

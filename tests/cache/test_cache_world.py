@@ -60,7 +60,7 @@ def _check_lookups(fs, data, orig, gen) -> dict:
 
 
 def _budget_ok(fs, ratio) -> bool:
-    from pyg_dist.store.cache.fill import budget_rows, cached_attrs
+    from pyg_dist.cache.fill import budget_rows, cached_attrs
     attrs = cached_attrs(fs, None)
     rows = budget_rows(fs, attrs, ratio, None)
     own = sum(fs.book.owned_ids(t, fs.partition).numel() * (fs.cache.entries[t].row_bytes - 8)

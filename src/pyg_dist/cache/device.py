@@ -3,10 +3,10 @@
 With the model on a GPU every batch's node rows cross PCIe: ~150 MB per batch of the products-shaped graph
 (1024 seeds, fanouts [15, 10, 5], 100 float32 features). The rows do not change during training, so the rows
 batches ask for most can live on the GPU instead: the remote-feature cache's rows
-(:class:`~pyg_dist.store.cache.rows.FeatureCache`, which batches would otherwise read from host memory) first, then,
+(:class:`~pyg_dist.cache.rows.FeatureCache`, which batches would otherwise read from host memory) first, then,
 while the byte budget lasts, the partition's own rows ranked by how many of its in-edges they are the source of
 (the rows sampling reaches most; the same count as the host cache's ranking,
-:func:`~pyg_dist.store.cache.ranking.owned_degree_ranking`). A batch's feature round then asks the host only for
+:func:`~pyg_dist.cache.ranking.owned_degree_ranking`). A batch's feature round then asks the host only for
 the rows the GPU does not hold (:func:`pyg_dist.sampler.features.fetch_features_async`), and the loader's device stage
 (:mod:`pyg_dist.loader.device`) assembles each attribute on the GPU from the cached rows and the copied host
 rows: cached rows are neither gathered on the host nor copied per batch.
@@ -29,11 +29,11 @@ from typing import Dict, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
+from pyg_dist.cache.file import DEFAULT_CACHE_ATTRS, CacheEntry, rows_within
+from pyg_dist.cache.fill import cached_attrs
+from pyg_dist.cache.ranking import owned_degree_ranking
+from pyg_dist.cache.rows import FeatureCache
 from pyg_dist.errors import InvalidArgumentError
-from pyg_dist.format.cache_file import DEFAULT_CACHE_ATTRS, CacheEntry, rows_within
-from pyg_dist.store.cache.fill import cached_attrs
-from pyg_dist.store.cache.ranking import owned_degree_ranking
-from pyg_dist.store.cache.rows import FeatureCache
 
 _WHERE = "build_device_cache"
 #: Attributes cached by default, where the folder has them (what the sampler fetches by default; the host
@@ -164,6 +164,10 @@ def _fill(feature_store, t: str, ids: Tensor, cols: Dict[str, Tensor], device, t
     return rows
 
 
+#: What the fill uses of a feature store: its partition book and lookups (a LocalFeatureStore has them).
+_STORE_NEEDS = ("book", "partition", "cache", "get_tensor", "lookup_many_async", "is_hetero")
+
+
 def build_device_cache(feature_store, graph_store, device, max_bytes: int,
                        attr_names: Optional[Sequence[str]] = None, timeout: float = 120.0) -> DeviceFeatureCache:
     """Fills a :class:`DeviceFeatureCache` of this partition's hottest rows within ``max_bytes`` (see the
@@ -178,8 +182,7 @@ def build_device_cache(feature_store, graph_store, device, max_bytes: int,
         attr_names: Node attributes to cache (default ``x``, ``y``, ``time`` where the folder has them).
         timeout: Seconds per fill lookup.
     """
-    from pyg_dist.store.feature_store import LocalFeatureStore
-    if not isinstance(feature_store, LocalFeatureStore):
+    if not all(hasattr(feature_store, a) for a in _STORE_NEEDS):  # a LocalFeatureStore (this stage sits below it)
         raise InvalidArgumentError(_WHERE, "feature_store", feature_store, "a pyg_dist.store.LocalFeatureStore")
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0:
         raise InvalidArgumentError(_WHERE, "max_bytes", max_bytes, "a positive number of bytes")

@@ -19,9 +19,9 @@ from typing import Dict, List, Optional, Sequence
 import torch
 from torch import Tensor
 
+from pyg_dist.cache.file import DEFAULT_CACHE_ATTRS as DEFAULT_ATTRS
+from pyg_dist.cache.file import CacheEntry, rows_within
 from pyg_dist.errors import InvalidArgumentError
-from pyg_dist.format.cache_file import DEFAULT_CACHE_ATTRS as DEFAULT_ATTRS
-from pyg_dist.format.cache_file import CacheEntry, rows_within
 
 #: Rows per fill request: at most this many bytes (one request per owner per chunk).
 FILL_CHUNK_BYTES = 64 << 20

@@ -1,6 +1,6 @@
-"""The folder's cache files and the degree ranking that chooses their rows, shared by the partitioner (which
-writes ``feature_cache.pt`` / ``topology_cache.pt`` with ``--cache-ratio``) and the runtime (which reads them,
-or ranks and fills a cache at start-up).
+"""The folder's cache files, shared by the partitioner (which writes ``feature_cache.pt`` / ``topology_cache.pt``
+with ``--cache-ratio``, its rows chosen by :mod:`pyg_dist.cache.ranking`) and the runtime (which reads them, or
+ranks and fills a cache at start-up).
 
 ``feature_cache.pt`` = ``{"version": 1, "info": {...}, "types": {ntype: {"ids": sorted global ids, "cols":
 {name: rows}}}}``; ``topology_cache.pt`` = ``{"info": {...}, "types": {"src__rel__dst":``
@@ -8,15 +8,14 @@ or ranks and fills a cache at start-up).
 
 Example:
     >>> import torch
-    >>> owned = torch.tensor([True, False, False, False])
-    >>> rank_by_count(source_counts([torch.tensor([2, 3, 3, 0])], 4), owned).tolist()
-    [3, 2]
+    >>> rows_within(1000, row_bytes=92)      # 92 bytes of a row's columns plus its 8-byte id
+    10
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Sequence, Tuple
+from typing import Any, Dict, Tuple
 
 import torch
 from torch import Tensor
@@ -43,41 +42,6 @@ class CacheEntry:
     @property
     def nbytes(self) -> int:
         return self.ids.numel() * 8 + sum(c.numel() * c.element_size() for c in self.cols.values())
-
-
-# ------------------------------------------------------------------------------------------- ranking
-def rank_by_count(counts: Tensor, owned: Tensor) -> Tensor:
-    """Ids with a positive count that are not ``owned`` (bool per id), by count descending, ties by id."""
-    counts = counts.clone()
-    counts[owned] = 0
-    ids = counts.nonzero().view(-1)
-    order = torch.sort(counts.index_select(0, ids), descending=True, stable=True).indices
-    return ids.index_select(0, order)
-
-
-def source_counts(sources: Sequence[Tensor], num_nodes: int) -> Tensor:
-    """How often each id ``< num_nodes`` appears in ``sources`` (the source ids of in-edges of owned nodes)."""
-    counts = torch.zeros(num_nodes, dtype=torch.int64)
-    for src in sources:
-        if src.numel():
-            counts += torch.bincount(src, minlength=num_nodes)
-    return counts
-
-
-def degree_ranked(sources: Sequence[Tensor], owned: Tensor) -> Tensor:
-    """Policy ``"degree"``: the ids not ``owned`` (a bool mask over every id of the type) ranked by how many
-    in-edges of owned nodes they are the source of (``sources``: those edges' source ids), most first, ties
-    by id."""
-    return rank_by_count(source_counts(sources, owned.numel()), owned)
-
-
-def owned_ranked(sources: Sequence[Tensor], owned: Tensor) -> Tensor:
-    """Every ``owned`` id (a bool mask over every id of the type), ranked by the count of :func:`degree_ranked`
-    (most first, ties by id), the ids with no such edge last, by id: the device cache's order of a partition's
-    own rows."""
-    counts = source_counts(sources, owned.numel())
-    own_ids = owned.nonzero().view(-1)
-    return torch.cat([rank_by_count(counts, ~owned), own_ids[counts.index_select(0, own_ids) == 0]])
 
 
 def rows_within(budget_bytes: float, row_bytes: int) -> int:

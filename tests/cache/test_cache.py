@@ -9,18 +9,18 @@ import json
 import pytest
 import torch
 
+from pyg_dist.cache import rows as C
+from pyg_dist.cache.file import CacheEntry
+from pyg_dist.cache.fill import budget_rows, cached_attrs
+from pyg_dist.cache.ranking import degree_ranking
+from pyg_dist.cache.rows import FeatureCache
 from pyg_dist.datasets import synthetic_graph
 from pyg_dist.errors import InvalidArgumentError, PartitionFormatError
 from pyg_dist.format import load_original_ids
 from pyg_dist.format import meta as M
-from pyg_dist.format.cache_file import CacheEntry
 from pyg_dist.partition import Partitioner
 from pyg_dist.sampler.cache_policy import build_cache
 from pyg_dist.store import load_stores
-from pyg_dist.store.cache import rows as C
-from pyg_dist.store.cache.fill import budget_rows, cached_attrs
-from pyg_dist.store.cache.ranking import degree_ranking
-from pyg_dist.store.cache.rows import FeatureCache
 from pyg_dist.store.lookup import FeatureQuery, plan_lookup
 from pyg_dist.testing import original_attrs
 from pyg_dist.train.session import TrainConfig

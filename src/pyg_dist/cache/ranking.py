@@ -4,25 +4,59 @@ the source of (how many owned nodes can sample them at the first hop).
 Both caches count the same edges, those into this partition's OWNED nodes (a hybrid folder also holds other
 destinations' in-edges; they are left out): the host cache ranks REMOTE ids by it
 (:func:`degree_ranking`, ``policy="degree"``; the partitioner writes ``feature_cache.pt`` with the same count,
-:func:`pyg_dist.format.cache_file.degree_ranked`), the device cache its OWN ids (:func:`owned_degree_ranking`,
-after the host cache's rows).
+:func:`degree_ranked` over the edges it writes), the device cache its OWN ids (:func:`owned_degree_ranking`,
+after the host cache's rows). The counts are plain tensors (:func:`source_counts`, :func:`rank_by_count`); the
+functions on a graph store read its edges and its partition book.
 
 Example:
     >>> import torch
-    >>> from pyg_dist.format.cache_file import degree_ranked
     >>> degree_ranked([torch.tensor([3, 3, 2, 0])], owned=torch.tensor([True, True, False, False]))
     tensor([3, 2])
 """
 from __future__ import annotations
 
-from typing import List
+from typing import List, Sequence
 
 import torch
 from torch import Tensor
 
-from pyg_dist.format.cache_file import degree_ranked, owned_ranked
+
+# ------------------------------------------------------------------------------------------- counts
+def rank_by_count(counts: Tensor, owned: Tensor) -> Tensor:
+    """Ids with a positive count that are not ``owned`` (bool per id), by count descending, ties by id."""
+    counts = counts.clone()
+    counts[owned] = 0
+    ids = counts.nonzero().view(-1)
+    order = torch.sort(counts.index_select(0, ids), descending=True, stable=True).indices
+    return ids.index_select(0, order)
 
 
+def source_counts(sources: Sequence[Tensor], num_nodes: int) -> Tensor:
+    """How often each id ``< num_nodes`` appears in ``sources`` (the source ids of in-edges of owned nodes)."""
+    counts = torch.zeros(num_nodes, dtype=torch.int64)
+    for src in sources:
+        if src.numel():
+            counts += torch.bincount(src, minlength=num_nodes)
+    return counts
+
+
+def degree_ranked(sources: Sequence[Tensor], owned: Tensor) -> Tensor:
+    """Policy ``"degree"``: the ids not ``owned`` (a bool mask over every id of the type) ranked by how many
+    in-edges of owned nodes they are the source of (``sources``: those edges' source ids), most first, ties
+    by id."""
+    return rank_by_count(source_counts(sources, owned.numel()), owned)
+
+
+def owned_ranked(sources: Sequence[Tensor], owned: Tensor) -> Tensor:
+    """Every ``owned`` id (a bool mask over every id of the type), ranked by the count of :func:`degree_ranked`
+    (most first, ties by id), the ids with no such edge last, by id: the device cache's order of a partition's
+    own rows."""
+    counts = source_counts(sources, owned.numel())
+    own_ids = owned.nonzero().view(-1)
+    return torch.cat([rank_by_count(counts, ~owned), own_ids[counts.index_select(0, own_ids) == 0]])
+
+
+# ------------------------------------------------------------------------------------------- on a graph store
 def owned_mask(book, ntype: str, part: int, num_nodes: int) -> Tensor:
     """A bool mask over every id of ``ntype``: True where partition ``part`` owns it."""
     mask = torch.zeros(num_nodes, dtype=torch.bool)
@@ -63,4 +97,5 @@ def owned_degree_ranking(graph_store, ntype: str) -> Tensor:
     return owned_ranked(sources, owned)
 
 
-__all__ = ["owned_mask", "owned_in_edge_sources", "degree_ranking", "owned_degree_ranking"]
+__all__ = ["rank_by_count", "source_counts", "degree_ranked", "owned_ranked", "owned_mask", "owned_in_edge_sources",
+           "degree_ranking", "owned_degree_ranking"]
