@@ -12,38 +12,54 @@ from pyg_dist.rpc.callees import lookup, register_callee, unregister_callee
 from pyg_dist.testing.link import EmulatedLink, throttle_callees
 
 
-def _two_transmissions(link):
-    """Two 5 MB transmissions from two threads released together: ``[(end, start, wait)]``, first ended first."""
-    spans, gate = [], threading.Barrier(2)
+class _Clock:
+    """A clock that moves only when told (``sleep`` records, never waits)."""
+
+    def __init__(self, now=100.0):
+        self.now, self.slept = now, []
+
+    def monotonic(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.slept.append(seconds)
+
+
+def test_transmissions_queue_behind_each_other(monkeypatch):
+    """Two 5 MB replies on a 0.8 Gb/s link (1e8 B/s: 0.05 s each) asked for at the same instant: the first waits
+    its own 0.05 s, the second the first's too, 0.1 s; once the wire is free again nothing waits."""
+    from pyg_dist.testing import link as link_module
+    clock = _Clock()
+    monkeypatch.setattr(link_module, "time", clock)
+    link = EmulatedLink(0.8)
+    assert link.transmit(5_000_000) == pytest.approx(0.05)
+    assert link.transmit(5_000_000) == pytest.approx(0.1)
+    assert clock.slept == pytest.approx([0.05, 0.1]) and link.waited_s == pytest.approx(0.15)
+    clock.now += 0.04  # 0.06 s of the queue left: a 1 MB reply (0.01 s) ends behind it
+    assert link.transmit(1_000_000) == pytest.approx(0.07)
+    clock.now += 1.0
+    assert link.transmit(0) == 0.0 and link.bytes_sent == 11_000_000
+
+
+def test_threads_share_one_queue():
+    """The same from two real threads released together: whichever asked last ends 0.1 s after the first ask
+    (the wire is one queue under a lock), and the waits add up."""
+    link, ends, gate = EmulatedLink(0.8), [], threading.Barrier(2)
 
     def send():
         gate.wait(10)
-        start = time.monotonic()
+        asked = time.monotonic()
         wait = link.transmit(5_000_000)
-        spans.append((time.monotonic(), start, wait))
+        ends.append((asked, wait, time.monotonic()))
 
     threads = [threading.Thread(target=send) for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    return sorted(spans)
-
-
-def test_transmissions_queue_behind_each_other():
-    """Two 5 MB replies on a 0.8 Gb/s link (1e8 B/s, 0.05 s each) from two threads: the one that asks while the
-    other is on the wire ends one transmission after it, 0.1 s after the first ask."""
-    for _ in range(5):  # a loaded machine may start the second thread after the first ended: no queue to test
-        link = EmulatedLink(0.8)
-        (e1, s1, w1), (e2, s2, w2) = _two_transmissions(link)
-        if max(s1, s2) < e1 - 0.01:
-            break
-    else:
-        pytest.fail("the two transmissions never overlapped in 5 tries")
-    assert link.bytes_sent == 10_000_000
-    assert w1 >= 0.049 and e2 - e1 >= 0.049 and e2 - min(s1, s2) >= 0.099
-    assert w2 >= e1 - s2 and link.waited_s == pytest.approx(w1 + w2)
-    assert link.transmit(0) == 0.0  # nothing queued any more: no wait
+    first_ask = min(a for a, _, _ in ends)
+    assert max(e for _, _, e in ends) - first_ask >= 0.099  # a link without the queue: about 0.05
+    assert link.bytes_sent == 10_000_000 and link.waited_s == pytest.approx(sum(w for _, w, _ in ends))
 
 
 @pytest.mark.parametrize("gbps", [0, -1.0, "10", True, float("nan")])
